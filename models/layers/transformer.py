@@ -1,0 +1,59 @@
+"""Transformer pieces shared by the attention models; attention is F.scaled_dot_product_attention."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0):
+    """cos/sin tables of rotary position embedding (Su et al., RoFormer) for integer positions (S,)."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    angles = positions.float()[:, None] * inv_freq[None, :]
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate (first half, second half) feature pairs of x (B, H, S, D) by position-dependent angles."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} must be divisible by n_heads {n_heads}")
+        self.n_heads, self.dropout = n_heads, dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None, rotary=None,
+                is_causal: bool = False) -> torch.Tensor:
+        B, S, D = x.shape
+        # (B, S, 3, H, Dh) -> three (B, H, S, Dh) views: no copies before SDPA
+        q, k, v = self.qkv(x).view(B, S, 3, self.n_heads, D // self.n_heads).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        return self.out(out.transpose(1, 2).reshape(B, S, D))
+
+
+def activation(name: str) -> nn.Module:
+    return {"relu": nn.ReLU(), "gelu": nn.GELU()}[name]
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm Transformer layer (as in the TSLib/OpenLTM models): x = norm(x + attn); norm(x + ffn)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, act: str = "gelu"):
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), activation(act), nn.Dropout(dropout),
+                                 nn.Linear(d_ff, d_model))
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, attn_mask=None, rotary=None, is_causal: bool = False) -> torch.Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, attn_mask, rotary, is_causal)))
+        return self.norm2(x + self.dropout(self.ffn(x)))

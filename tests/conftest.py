@@ -1,0 +1,54 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data_provider import synthetic
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def tiny_csv(tmp_path_factory):
+    """602 hourly rows: 358 train, 46 validation and 105 test windows with the tiny settings below."""
+    path = tmp_path_factory.mktemp("data") / "tiny.csv"
+    synthetic.write_csv(synthetic.generate(length=602, n_covariates=2, seed=1), str(path))
+    return path
+
+
+@pytest.fixture
+def tiny_args(tiny_csv, tmp_path):
+    """run.py flags for a Timer-XL that trains in about a second, writing into this test's tmp folder."""
+    return ["--data", "custom", "--root_path", str(tiny_csv.parent), "--data_path", tiny_csv.name,
+            "--seq_len", "48", "--input_token_len", "16", "--output_token_len", "16",
+            "--d_model", "16", "--d_ff", "32", "--n_heads", "2", "--e_layers", "1",
+            "--batch_size", "16", "--train_epochs", "2", "--device", "cpu",
+            "--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
+
+
+def torchrun(args, out_dir, nproc=2, timeout=240, extra=()):
+    """Run run.py's main() under a real torchrun launch; each rank dumps its results to out_dir/rank<r>.json.
+
+    Returns (completed process, list of per-rank results ordered by rank; empty if the run failed).
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
+           os.path.join(REPO, "tests", "ddp_worker.py"), str(out_dir), "--ddp", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(out_dir))
+    files = sorted(f for f in os.listdir(out_dir) if f.startswith("rank") and f.endswith(".json"))
+    ranks = [json.load(open(os.path.join(out_dir, f))) for f in files]
+    return proc, ranks
+
+
+def run_cli(args, cwd, timeout=240, nproc=None):
+    """run.py as a user runs it (python run.py ... or torchrun ... run.py --ddp ...)."""
+    if nproc:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               os.path.join(REPO, "run.py"), "--ddp", *args]
+    else:
+        cmd = [sys.executable, os.path.join(REPO, "run.py"), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(cwd))

@@ -1,0 +1,153 @@
+"""run.py end to end on generated data: autoregressive, direct, covariate and univariate modes, outputs, bad input."""
+import csv
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import run
+from tests.conftest import REPO, run_cli
+from utils.errors import ConfigError
+
+DLINEAR = ["--model", "dlinear", "--nonautoregressive"]
+
+
+def _only_run_dir(results_dir):
+    (name,) = [d for d in os.listdir(results_dir) if os.path.isdir(os.path.join(results_dir, d))]
+    return os.path.join(results_dir, name)
+
+
+def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
+    proc = run_cli(tiny_args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = _only_run_dir(tmp_path / "results")
+    metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
+    for key in ("mse", "mae", "rmse", "mape", "mspe", "world_size", "global_batch_size", "learning_rate",
+                "effective_lr", "best_epoch", "epochs_run", "test_pred_len", "n_test_windows"):
+        assert key in metrics, key
+    assert metrics["n_test_windows"] == 105 and metrics["epochs_run"] == 2 and np.isfinite(metrics["mse"])
+    history = list(csv.DictReader(open(os.path.join(run_dir, "history.csv"))))
+    assert [int(h["epoch"]) for h in history] == [1, 2]
+    assert set(history[0]) >= {"train_loss", "vali_loss", "test_loss", "lr", "train_seconds", "eval_seconds"}
+    assert any(f.startswith("events.out.tfevents") for f in os.listdir(os.path.join(run_dir, "tensorboard")))
+    rows = list(csv.DictReader(open(tmp_path / "results" / "results.csv")))
+    assert len(rows) == 1 and float(rows[0]["mse"]) == pytest.approx(metrics["mse"])
+    assert "test (105 windows, horizon 16)" in proc.stderr
+
+
+def test_test_only_rolls_the_saved_model_to_any_horizon(tiny_args):
+    trained = run.main(tiny_args)[0]["metrics"]
+    again = run.main(tiny_args + ["--is_training", "0"])[0]["metrics"]
+    assert again["mse"] == pytest.approx(trained["mse"], rel=1e-9)
+    rolled = run.main(tiny_args + ["--is_training", "0", "--test_pred_len", "40"])[0]["metrics"]
+    assert rolled["test_pred_len"] == 40 and rolled["n_test_windows"] == 105 - 24
+    assert rolled["mse"] != trained["mse"]
+
+
+def test_direct_dlinear_learns_better_than_the_first_epoch(tiny_args):
+    result = run.main(tiny_args + DLINEAR + ["--train_epochs", "4", "--learning_rate", "0.01"])[0]
+    losses = [h["vali_loss"] for h in result["history"]]
+    assert min(losses[1:]) < losses[0]
+    assert result["metrics"]["mse"] < 1.0  # the scaled series has unit variance: beating 1 means it learned
+
+
+@pytest.mark.parametrize("extra", [["--covariate"], ["--covariate", "--last_token"],
+                                   DLINEAR + ["--covariate"], ["--valid_last"]])
+def test_covariate_and_valid_last_modes(tiny_args, extra):
+    metrics = run.main(tiny_args + extra)[0]["metrics"]
+    assert np.isfinite(metrics["mse"]) and metrics["n_test_windows"] == 105
+    assert metrics["features"] == ("MS" if "--covariate" in extra else "M")
+
+
+def test_covariate_metrics_score_only_the_target_channel(tiny_args, monkeypatch):
+    """Same checkpoint, two ways of scoring: covariate mode must equal the last channel of the full forecast."""
+    from exp import exp_forecast
+    seen = []
+    original = exp_forecast.error_sums
+    monkeypatch.setattr(exp_forecast, "error_sums", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
+    run.main(tiny_args + ["--covariate"])
+    assert set(seen) == {1}
+
+
+def test_univariate_windows_every_channel_separately(tiny_args):
+    metrics = run.main(tiny_args + ["--univariate"])[0]["metrics"]
+    assert metrics["n_test_windows"] == 3 * 105 and metrics["features"] == "U"
+
+
+def test_random_subset_of_training_windows_is_seeded(tiny_args, capsys):
+    from data_provider.factory import random_subset
+    from data_provider.windows import WindowDataset, direct_offsets
+    import torch
+    ds = lambda: WindowDataset(torch.randn(100, 2), None, 0, 100, 10, direct_offsets(10, 5))
+    a, b = random_subset(ds(), 0.25, seed=3), random_subset(ds(), 0.25, seed=3)
+    assert len(a) == 21 and torch.equal(a.subset, b.subset)
+    assert not torch.equal(a.subset, torch.arange(21)), "a random subset, not the first windows"
+    run.main(tiny_args + ["--subset_rand_ratio", "0.5", "--train_epochs", "1"])
+    assert "179 train windows" in capsys.readouterr().err
+
+
+def test_default_run_generates_synthetic_data(tmp_path):
+    proc = run_cli(["--train_epochs", "1", "--d_model", "16", "--d_ff", "16", "--n_heads", "2",
+                    "--seq_len", "192", "--input_token_len", "48", "--output_token_len", "48"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frame = pd.read_csv(tmp_path / "dataset" / "synthetic" / "synthetic.csv")
+    assert list(frame.columns) == ["date", "cov0", "cov1", "cov2", "OT"] and len(frame) == 8000
+    assert (tmp_path / "results" / "results.csv").is_file()
+
+
+# ---- bad input: one clear line, exit code != 0, no hang under DDP ---------------------------------
+def _write(tmp_path, name, frame):
+    frame.to_csv(tmp_path / name, index=False)
+    return ["--data", "custom", "--root_path", str(tmp_path), "--data_path", name]
+
+
+def _frame(n=300, **columns):
+    frame = pd.DataFrame({"date": pd.date_range("2020", periods=n, freq="h"), "a": np.arange(n, dtype=float),
+                          "OT": np.sin(np.arange(n))})
+    for k, v in columns.items():
+        frame[k] = v
+    return frame
+
+
+BAD_INPUT = {
+    "missing file": (lambda p: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
+                     "data file not found"),
+    "unknown model": (lambda p: ["--model", "nope"], "unknown model 'nope'"),
+    "unknown data": (lambda p: ["--data", "nope"], "invalid choice"),
+    "non-numeric column": (lambda p: _write(p, "t.csv", _frame(a=["x"] * 300)), "non-numeric column"),
+    "NaN values": (lambda p: _write(p, "t.csv", _frame(a=[np.nan] + [1.0] * 299)), "NaN/inf"),
+    "inf values": (lambda p: _write(p, "t.csv", _frame(OT=[np.inf] * 300)), "NaN/inf"),
+    "split too short": (lambda p: _write(p, "t.csv", _frame(n=120)), "split has"),
+    "seq_len not a multiple of token": (lambda p: ["--input_token_len", "20"], "must be a multiple"),
+    "batch_size 0": (lambda p: ["--batch_size", "0"], "--batch_size must be >= 1"),
+    "direct-only model in AR mode": (lambda p: ["--model", "dlinear"], "not autoregressive"),
+    "last_token without covariate": (lambda p: ["--last_token"], "only applies with --covariate"),
+    "covariate with univariate": (lambda p: ["--covariate", "--univariate"], "cannot be used with --univariate"),
+    "ddp outside torchrun": (lambda p: ["--ddp"], "needs a torchrun launch"),
+    "test without checkpoint": (lambda p: ["--is_training", "0"], "no checkpoint"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_is_one_clear_error(tiny_args, tmp_path, case):
+    make, message = BAD_INPUT[case]
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("'", "'")):
+        run.main(tiny_args + make(tmp_path))
+
+
+def test_cli_reports_a_user_error_in_one_line_with_exit_code_2(tiny_args, tmp_path):
+    proc = run_cli(tiny_args + ["--seq_len", "50"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: --seq_len 50 must be a multiple of --input_token_len 16"]
+
+
+def test_bad_input_under_ddp_ends_every_rank(tiny_args, tmp_path):
+    args = tiny_args + _write(tmp_path, "t.csv", _frame(a=[np.nan] + [1.0] * 299))
+    proc = run_cli(args, tmp_path, timeout=120, nproc=2)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "error: " in line and "NaN/inf" in line]
+    assert len(errors) == 2 and sum(e.startswith("[rank 1] error: ") for e in errors) == 1, errors
+    assert f'{REPO}/run.py", line' not in proc.stderr, "a user error prints no traceback of ours (torchrun adds its own)"

@@ -1,0 +1,187 @@
+"""Pure functions: sharding with a fake (rank, world), window indexing, lr scaling, early stopping, metrics."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from data_provider.factory import split_bounds, time_features
+from data_provider.windows import (WindowDataset, autoregressive_offsets, direct_offsets, eval_loader,
+                                   train_loader)
+from utils import checkpoint
+from utils.dist import global_mean, shard_range
+from utils.early_stopping import EarlyStopping
+from utils.errors import ConfigError
+from utils.metrics import error_sums, metrics_from_sums
+from utils.schedule import build_scheduler, epoch_factor, warmup_factor, world_factor
+
+
+# ---- sharding ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [0, 1, 5, 7, 100, 101])
+@pytest.mark.parametrize("world", [1, 2, 3, 8])
+def test_shards_cover_every_index_exactly_once(n, world):
+    shards = [shard_range(n, rank, world) for rank in range(world)]
+    assert sorted(i for s in shards for i in s) == list(range(n))
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+
+
+def test_more_ranks_than_windows_leaves_some_ranks_empty_but_complete():
+    shards = [list(shard_range(3, r, 8)) for r in range(8)]
+    assert [i for s in shards for i in s] == [0, 1, 2] and shards[5] == []
+
+
+def test_eval_loaders_of_all_ranks_together_see_each_window_once():
+    series = torch.arange(200, dtype=torch.float32)[:, None]
+    ds = WindowDataset(series, None, 0, 200, 10, direct_offsets(10, 5))
+    seen = []
+    for rank in range(3):
+        seen += [b.x[:, 0, 0].long().tolist() for b in eval_loader(ds, 8, rank, 3)]
+    assert sorted(i for b in seen for i in b) == list(range(len(ds)))
+
+
+def test_train_sampler_shards_of_a_fake_world_reassemble_the_single_process_batches():
+    series = torch.arange(100, dtype=torch.float32)[:, None]
+    ds = WindowDataset(series, None, 0, 99, 4, direct_offsets(4, 2))  # 94 windows: no sampler padding
+    single = train_loader(ds, 8, 0, 1, seed=3)
+    ranks = [train_loader(ds, 4, r, 2, seed=3) for r in range(2)]
+    for loader in [single, *ranks]:
+        loader.set_epoch(5)
+    for one, a, b in zip(single, *ranks):
+        assert sorted(one.x[:, 0, 0].tolist()) == sorted(torch.cat([a.x, b.x])[:, 0, 0].tolist())
+
+
+# ---- window indexing ---------------------------------------------------------------------------
+def test_autoregressive_targets_are_the_next_token_after_each_input_token():
+    off = autoregressive_offsets(seq_len=12, input_token_len=4, output_token_len=3)
+    assert off.tolist() == [4, 5, 6, 8, 9, 10, 12, 13, 14]
+    assert torch.equal(autoregressive_offsets(12, 4, 4), torch.arange(4, 16))
+
+
+def test_gather_matches_slicing_multivariate():
+    data = torch.randn(50, 3)
+    ds = WindowDataset(data, None, 10, 50, 8, autoregressive_offsets(8, 4, 4))
+    assert len(ds) == 40 - 12 + 1
+    batch = ds.gather(torch.tensor([0, 5, len(ds) - 1]))
+    for row, i in enumerate([0, 5, len(ds) - 1]):
+        s = 10 + i
+        assert torch.equal(batch.x[row], data[s:s + 8])
+        assert torch.equal(batch.y[row], data[s + 4:s + 12])
+
+
+def test_gather_univariate_indexes_channel_then_start():
+    data = torch.randn(30, 3)
+    ds = WindowDataset(data, None, 0, 30, 5, direct_offsets(5, 2), univariate=True)
+    n = 30 - 7 + 1
+    assert len(ds) == 3 * n
+    batch = ds.gather(torch.tensor([n + 4, 2 * n]))
+    assert batch.x.shape == (2, 5, 1)
+    assert torch.equal(batch.x[0, :, 0], data[4:9, 1]) and torch.equal(batch.y[0, :, 0], data[9:11, 1])
+    assert torch.equal(batch.x[1, :, 0], data[0:5, 2])
+
+
+def test_marks_cover_the_whole_window_for_rolling():
+    data, marks = torch.randn(40, 2), torch.arange(40, dtype=torch.float32)[:, None]
+    ds = WindowDataset(data, marks, 0, 40, 8, direct_offsets(8, 10))
+    batch = ds.gather(torch.tensor([3]))
+    assert batch.x_mark[0, :, 0].tolist() == list(range(3, 21))
+
+
+def test_split_bounds_give_val_and_test_a_lookback_of_seq_len():
+    assert split_bounds((100, 130, 170), 20) == {"train": (0, 100), "val": (80, 130), "test": (110, 170)}
+
+
+def test_time_features_are_scaled_to_half_unit_range():
+    import pandas as pd
+    f = time_features(pd.date_range("2021-01-01", periods=100, freq="15min"), 100)
+    assert f.shape == (100, 5) and f.min() >= -0.5 and f.max() <= 0.5
+    assert time_features(None, 7).shape == (7, 1)
+
+
+# ---- lr scaling, schedules, warm-up ------------------------------------------------------------
+def test_world_factor():
+    assert world_factor("linear", 8) == 8 and world_factor("sqrt", 4) == 2 and world_factor("none", 8) == 1
+
+
+def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
+    assert [epoch_factor("type1", e, 1e-3, 10) for e in range(5)] == [1, 1, 0.5, 0.25, 0.125]
+    assert [round(epoch_factor("type3", e, 1e-3, 10), 6) for e in range(7)] == [1, 1, 1, 1, 0.9, 0.81, 0.729]
+    assert epoch_factor("type2", 1, 1e-4, 10) == 1 and epoch_factor("type2", 4, 1e-4, 10) == pytest.approx(0.1)
+    assert epoch_factor("cosine", 5, 1e-4, 10) == pytest.approx(0.5)
+    assert epoch_factor("constant", 9, 1e-4, 10) == 1
+
+
+def test_warmup_ramps_from_single_process_lr_to_scaled_lr():
+    assert warmup_factor(0, 10, 4.0) == 0.25 and warmup_factor(5, 10, 4.0) == pytest.approx(0.625)
+    assert warmup_factor(10, 10, 4.0) == 1 and warmup_factor(3, 10, 1.0) == 1
+
+
+def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
+    p = nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1e-3 * 4)  # learning_rate 1e-3, world 4, linear scaling
+    sched = build_scheduler(opt, "type1", 1e-3, 10, 4.0, steps_per_epoch=5, warmup_epochs=1)
+    lrs = []
+    for _ in range(15):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(1e-3)           # warm-up starts at the single-process lr
+    assert lrs[5] == pytest.approx(4e-3)           # epoch 1: fully scaled
+    assert lrs[10] == pytest.approx(2e-3)          # epoch 2: type1 halves
+
+
+# ---- early stopping ----------------------------------------------------------------------------
+def test_early_stopping_counts_epochs_without_improvement():
+    es = EarlyStopping(patience=2)
+    assert es.step(1.0, 0) and not es.step(1.2, 1) and es.step(0.9, 2)
+    assert not es.step(0.95, 3) and not es.stop and not es.step(0.95, 4) and es.stop
+    assert es.best_epoch == 2 and es.best == 0.9
+
+
+def test_early_stopping_nan_is_never_best_and_state_round_trips():
+    es = EarlyStopping(patience=1)
+    es.step(0.5, 0)
+    assert not es.step(float("nan"), 1) and es.stop
+    other = EarlyStopping(patience=1)
+    other.load_state_dict(es.state_dict())
+    assert other.state_dict() == es.state_dict()
+
+
+# ---- metrics and reductions --------------------------------------------------------------------
+def test_metrics_from_sharded_sums_equal_whole_array_metrics():
+    pred, true = torch.randn(37, 6, 2), torch.randn(37, 6, 2) + 3
+    whole = metrics_from_sums(error_sums(pred, true))
+    parts = sum(error_sums(pred[s], true[s]) for s in (slice(0, 10), slice(10, 11), slice(11, 37)))
+    sharded = metrics_from_sums(parts)
+    p, t = pred.double().numpy(), true.double().numpy()
+    assert whole["mse"] == pytest.approx(np.mean((p - t) ** 2), rel=1e-12)
+    assert whole["mape"] == pytest.approx(np.mean(np.abs((p - t) / t)), rel=1e-12)
+    assert whole["rmse"] == pytest.approx(math.sqrt(whole["mse"]))
+    for k in whole:
+        assert sharded[k] == pytest.approx(whole[k], rel=1e-12)
+
+
+def test_global_mean_single_process_is_sum_over_count():
+    assert global_mean(torch.tensor(6.0), torch.tensor(4)).item() == 1.5
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+def test_trainable_state_skips_frozen_parameters_and_loads_strictly():
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Linear(2, 1))
+    model[0].weight.requires_grad_(False)
+    state = checkpoint.trainable_state(model)
+    assert "0.weight" not in state and "1.running_mean" in state
+    fresh = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), nn.Linear(2, 1))
+    fresh[0].weight.requires_grad_(False)
+    checkpoint.load_trainable_state(fresh, {f"module.{k}": v for k, v in state.items()})
+    assert torch.equal(fresh[2].weight, model[2].weight)
+    del state["2.bias"]
+    with pytest.raises(ConfigError, match="missing"):
+        checkpoint.load_trainable_state(fresh, state)
+
+
+def test_atomic_save_and_safe_load(tmp_path):
+    path = str(tmp_path / "c.pth")
+    checkpoint.save_atomic({"w": torch.ones(2), "epoch": 3}, path)
+    assert checkpoint.load(path, torch.device("cpu"))["epoch"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pth"]
