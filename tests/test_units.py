@@ -185,3 +185,60 @@ def test_atomic_save_and_safe_load(tmp_path):
     checkpoint.save_atomic({"w": torch.ones(2), "epoch": 3}, path)
     assert checkpoint.load(path, torch.device("cpu"))["epoch"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["c.pth"]
+
+
+# ---- readers and the data factory --------------------------------------------------------------
+def _args(**kw):
+    from utils.args import parse_args
+    args = parse_args(["--seq_len", "96", "--input_token_len", "48", "--output_token_len", "24"])
+    for k, v in kw.items():
+        setattr(args, k, v)
+    return args
+
+
+def test_ett_uses_the_standard_borders_and_scales_on_train_only(tmp_path):
+    from data_provider import synthetic
+    from data_provider.factory import build_data
+    frame = synthetic.generate(length=20 * 30 * 24 + 50, n_covariates=2, seed=0)
+    synthetic.write_csv(frame, str(tmp_path / "ETTh1.csv"))
+    bundle = build_data(_args(data="ETTh1", root_path=str(tmp_path)), torch.device("cpu"), True, False)
+    train, val, test = (bundle.datasets[s] for s in ("train", "val", "test"))
+    month = 30 * 24
+    assert train.n_windows == 12 * month - 96 - 24 + 1
+    assert val.n_windows == 4 * month - 24 + 1 and test.n_windows == 4 * month - 24 + 1
+    train_rows = frame.iloc[:12 * month, 1:].to_numpy()
+    assert np.allclose(bundle.scaler.mean_, train_rows.mean(0)) and bundle.columns[-1] == "OT"
+    assert torch.allclose(train.series[:12 * month].mean(0), torch.zeros(3), atol=1e-4)
+
+
+def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
+    import pandas as pd
+    from data_provider.readers import read_custom, read_npy
+    frame = pd.DataFrame({"date": pd.date_range("2020", periods=100, freq="D"), "OT": np.arange(100.0),
+                          "x": np.ones(100)})
+    frame.to_csv(tmp_path / "c.csv", index=False)
+    raw = read_custom(str(tmp_path / "c.csv"), "OT")
+    assert raw.columns == ["x", "OT"] and raw.split_ends == (70, 80, 100) and raw.values[5, 1] == 5
+    np.save(tmp_path / "a.npy", np.arange(30.0).reshape(10, 3))
+    raw = read_npy(str(tmp_path / "a.npy"))
+    assert raw.values.shape == (10, 3) and raw.dates is None and raw.split_ends == (7, 8, 10)
+
+
+def test_optimizer_skips_frozen_parameters():
+    from exp.exp_forecast import ExpForecast
+    from utils.dist import DistEnv
+    from data_provider.factory import DataBundle
+
+    class Frozen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            self.backbone.requires_grad_(False)
+
+    data = torch.randn(60, 1)
+    ds = WindowDataset(data, None, 0, 60, 4, direct_offsets(4, 2))
+    bundle = DataBundle({"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None)
+    env = DistEnv(0, 0, 1, torch.device("cpu"), "gloo", False)
+    exp = ExpForecast(_args(), env, bundle, Frozen())
+    params = exp._select_optimizer().param_groups[0]["params"]
+    assert len(params) == 2 and all(p.requires_grad for p in params)
