@@ -13,11 +13,14 @@ from data_provider.windows import WindowDataset, autoregressive_offsets, direct_
 from utils.errors import ConfigError
 
 DATA_NAMES = ETT_NAMES + ("custom", "synthetic")
-SPLITS = ("train", "val", "test")
+# Standard file names of the long-term forecasting benchmarks -> the names the papers use
+BENCHMARK_FILES = {"weather": "Weather", "electricity": "ECL", "traffic": "Traffic", "exchange_rate": "Exchange",
+                   "national_illness": "ILI"}
 
 
 @dataclass
 class DataBundle:
+    name: str             # the dataset's benchmark name (ETTh1, ECL, ILI, ...) or its file name
     datasets: dict        # split name -> WindowDataset
     n_channels: int       # channels the model sees (1 in univariate mode)
     n_marks: int          # time-feature width (0 when the model does not use them)
@@ -30,6 +33,13 @@ def data_file(args) -> str:
     if name is None:
         raise ConfigError("--data custom needs --data_path (a CSV with a date column first, or a .npy array)")
     return os.path.join(args.root_path, name)
+
+
+def dataset_name(args) -> str:
+    if args.data != "custom":
+        return args.data
+    stem = os.path.splitext(os.path.basename(args.data_path))[0]
+    return BENCHMARK_FILES.get(stem, stem)
 
 
 def time_features(dates: pd.DatetimeIndex | None, length: int) -> np.ndarray:
@@ -83,8 +93,15 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
         datasets[split] = ds
     if args.subset_rand_ratio < 1:
         datasets["train"] = random_subset(datasets["train"], args.subset_rand_ratio, args.seed)
+    if args.test_drop_last:
+        test = datasets["test"]
+        kept = test.n_windows // args.batch_size * args.batch_size
+        if kept < 1:
+            raise ConfigError(f"--test_drop_last keeps no test window: {test.n_windows} < --batch_size {args.batch_size}")
+        test.subset = torch.arange(kept, device=device)
     n_channels = 1 if args.univariate else series.shape[1]
-    return DataBundle(datasets, n_channels, 0 if marks is None else marks.shape[1], raw.columns, scaler)
+    return DataBundle(dataset_name(args), datasets, n_channels, 0 if marks is None else marks.shape[1], raw.columns,
+                      scaler)
 
 
 def random_subset(ds: WindowDataset, ratio: float, seed: int) -> WindowDataset:

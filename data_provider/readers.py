@@ -59,6 +59,9 @@ def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> tuple:
     non_numeric = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
     if non_numeric:
         raise ConfigError(f"{source}: non-numeric column(s) {non_numeric}; every column after the date must be numbers")
+    empty = [c for c in data.columns if data[c].isna().all()]
+    if empty:
+        raise ConfigError(f"{source}: empty column(s) {empty}; drop them or fill them in")
     columns = list(data.columns)
     if target is not None:
         if target not in columns:
@@ -108,8 +111,10 @@ def read_npy(path: str) -> RawSeries:
 
 
 def read_series(data: str, path: str, target: str) -> RawSeries:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ConfigError(f"data file not found: {path} (set --root_path/--data_path)")
+    if not os.path.isfile(path):
+        raise ConfigError(f"data path is not a file: {path}")
     if not os.access(path, os.R_OK):
         raise ConfigError(f"data file is not readable: {path}")
     if data in ETT_NAMES:

@@ -92,6 +92,13 @@ class WindowLoader:
     def __len__(self) -> int:
         return -(-len(self.order) // self.batch_size)
 
+    def group_sizes(self, group: int) -> list:
+        """Windows in each run of `group` consecutive batches (gradient accumulation)."""
+        sizes = [self.batch_size] * (len(self.order) // self.batch_size)
+        if len(self.order) % self.batch_size:
+            sizes.append(len(self.order) % self.batch_size)
+        return [sum(sizes[i:i + group]) for i in range(0, len(sizes), group)]
+
     def __iter__(self):
         indices = torch.as_tensor(list(self.order), dtype=torch.long, device=self.dataset.series.device)
         for idx in indices.split(self.batch_size):

@@ -1,24 +1,11 @@
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from models.base import Capabilities
-
-
-class SeriesDecomposition(nn.Module):
-    """Trend = moving average with the ends padded by repetition; seasonal = input - trend."""
-
-    def __init__(self, kernel_size: int):
-        super().__init__()
-        self.kernel_size = kernel_size
-
-    def forward(self, x: torch.Tensor):  # x: (B, C, L)
-        front, back = (self.kernel_size - 1) // 2, self.kernel_size // 2
-        padded = F.pad(x, (front, back), mode="replicate")
-        trend = F.avg_pool1d(padded, self.kernel_size, stride=1)
-        return x - trend, trend
+from models.layers.decomposition import SeriesDecomposition
+from models.layers.normalization import denormalize, normalize
 
 
 class ChannelLinear(nn.Module):
@@ -40,12 +27,14 @@ class Model(nn.Module):
     Zeng, Chen, Zhang, Xu. "Are Transformers Effective for Time Series Forecasting?" AAAI 2023.
     https://arxiv.org/abs/2205.13504
 
-    Config: seq_len, output_token_len (the forecast length), enc_in, moving_avg, individual.
+    Config: seq_len, output_token_len (the forecast length), enc_in, moving_avg, individual,
+    use_norm (instance normalisation around the model; off in the paper).
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True)
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False)  # channel-independent
 
     def __init__(self, configs):
         super().__init__()
+        self.use_norm = configs.use_norm
         self.decomposition = SeriesDecomposition(configs.moving_avg)
         L, P = configs.seq_len, configs.output_token_len
         if configs.individual:
@@ -55,5 +44,8 @@ class Model(nn.Module):
             self.seasonal, self.trend = nn.Linear(L, P), nn.Linear(L, P)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
+        if self.use_norm:
+            x, stats = normalize(x)
         seasonal, trend = self.decomposition(x.transpose(1, 2))
-        return (self.seasonal(seasonal) + self.trend(trend)).transpose(1, 2)
+        out = (self.seasonal(seasonal) + self.trend(trend)).transpose(1, 2)
+        return denormalize(out, stats) if self.use_norm else out

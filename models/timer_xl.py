@@ -2,7 +2,8 @@ import torch
 from torch import nn
 
 from models.base import Capabilities
-from models.layers.transformer import EncoderLayer, rotary_tables
+from models.layers.normalization import denormalize, normalize
+from models.layers.transformer import encoder_layers, rotary_tables
 
 
 class Model(nn.Module):
@@ -31,9 +32,7 @@ class Model(nn.Module):
         self.head_dim = configs.d_model // configs.n_heads
         self.use_norm, self.covariate = configs.use_norm, configs.covariate
         self.embedding = nn.Linear(self.token_len, configs.d_model)
-        self.layers = nn.ModuleList(
-            EncoderLayer(configs.d_model, configs.n_heads, configs.d_ff, configs.dropout, configs.activation)
-            for _ in range(configs.e_layers))
+        self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
         self.head = nn.Linear(configs.d_model, self.out_len)
         self.variable_bias = nn.Parameter(torch.zeros(2, configs.n_heads))  # [same variable, other variable]
@@ -52,9 +51,7 @@ class Model(nn.Module):
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         B, _, C = x.shape
         if self.use_norm:
-            mean = x.mean(1, keepdim=True)
-            std = torch.sqrt(x.var(1, keepdim=True, unbiased=False) + 1e-5)
-            x = (x - mean) / std
+            x, stats = normalize(x)
         tokens = x.transpose(1, 2).unfold(-1, self.token_len, self.token_len)  # (B, C, N, P)
         n_tokens = tokens.shape[2]
         h = self.embedding(tokens).reshape(B, C * n_tokens, -1)
@@ -63,6 +60,4 @@ class Model(nn.Module):
         for layer in self.layers:
             h = layer(h, bias, rotary)
         out = self.head(self.norm(h)).reshape(B, C, n_tokens * self.out_len).transpose(1, 2)
-        if self.use_norm:
-            out = out * std + mean
-        return out
+        return denormalize(out, stats) if self.use_norm else out

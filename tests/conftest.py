@@ -1,5 +1,6 @@
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -28,7 +29,20 @@ def tiny_args(tiny_csv, tmp_path):
             "--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
 
 
-def torchrun(args, out_dir, nproc=2, timeout=240, extra=()):
+def run_process(cmd, timeout, env, cwd) -> subprocess.CompletedProcess:
+    """subprocess.run that, on timeout, kills the whole process group: torchrun and all its workers."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd),
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def torchrun(args, out_dir, nproc=2, timeout=240, extra=(), env=None):
     """Run run.py's main() under a real torchrun launch; each rank dumps its results to out_dir/rank<r>.json.
 
     Returns (completed process, list of per-rank results ordered by rank; empty if the run failed).
@@ -36,8 +50,8 @@ def torchrun(args, out_dir, nproc=2, timeout=240, extra=()):
     os.makedirs(out_dir, exist_ok=True)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
            os.path.join(REPO, "tests", "ddp_worker.py"), str(out_dir), "--ddp", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(out_dir))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO, **(env or {})}
+    proc = run_process(cmd, timeout, env, out_dir)
     files = sorted(f for f in os.listdir(out_dir) if f.startswith("rank") and f.endswith(".json"))
     ranks = [json.load(open(os.path.join(out_dir, f))) for f in files]
     return proc, ranks
@@ -50,5 +64,4 @@ def run_cli(args, cwd, timeout=240, nproc=None):
                os.path.join(REPO, "run.py"), "--ddp", *args]
     else:
         cmd = [sys.executable, os.path.join(REPO, "run.py"), *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(cwd))
+    return run_process(cmd, timeout, {**os.environ, "OMP_NUM_THREADS": "1"}, cwd)

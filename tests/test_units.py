@@ -237,7 +237,7 @@ def test_optimizer_skips_frozen_parameters():
 
     data = torch.randn(60, 1)
     ds = WindowDataset(data, None, 0, 60, 4, direct_offsets(4, 2))
-    bundle = DataBundle({"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None)
+    bundle = DataBundle("toy", {"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None)
     env = DistEnv(0, 0, 1, torch.device("cpu"), "gloo", False)
     exp = ExpForecast(_args(), env, bundle, Frozen())
     params = exp._select_optimizer().param_groups[0]["params"]

@@ -63,8 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dropout", type=float, default=0.1, help="dropout probability")
     g.add_argument("--activation", default="relu", choices=["relu", "gelu"], help="feed-forward activation")
     g.add_argument("--use_norm", action="store_true", help="instance normalisation of each input window")
-    g.add_argument("--moving_avg", type=int, default=25, help="DLinear: moving-average kernel of the decomposition")
+    g.add_argument("--moving_avg", type=int, default=25,
+                   help="DLinear, TimeMixer: moving-average kernel of the series decomposition")
     g.add_argument("--individual", action="store_true", help="DLinear: one linear layer per channel")
+    g.add_argument("--patch_len", type=int, default=16, help="PatchTST, TTM: points per patch")
+    g.add_argument("--stride", type=int, default=8, help="PatchTST: distance between patch starts")
+    g.add_argument("--head_dropout", type=float, default=0.0, help="PatchTST, TTM: dropout before the forecast head")
+    g.add_argument("--top_k", type=int, default=5, help="TimesNet: number of dominant periods")
+    g.add_argument("--num_kernels", type=int, default=6, help="TimesNet: convolutions per inception block")
+    g.add_argument("--down_sampling_layers", type=int, default=3, help="TimeMixer: number of coarser scales")
+    g.add_argument("--down_sampling_window", type=int, default=2, help="TimeMixer: pooling window between scales")
+    g.add_argument("--ap_levels", type=int, default=3, help="TTM: adaptive-patching levels of the backbone")
+    g.add_argument("--d_layers", type=int, default=2, help="TTM: decoder mixer layers")
+    g.add_argument("--decoder_d_model", type=int, default=None, help="TTM: decoder width (default: d_model)")
+    g.add_argument("--decoder_mode", default="mix_channel", choices=["mix_channel", "common_channel"],
+                   help="TTM: whether the decoder mixes channels (needed for covariates)")
 
     g = p.add_argument_group("optimisation")
     g.add_argument("--train_epochs", type=int, default=10, help="maximum epochs (early stopping may end sooner)")
@@ -83,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mixed precision: bf16 autocast (fp16 + GradScaler on CUDA); slow on CPUs without bf16")
     g.add_argument("--find_unused_parameters", action="store_true",
                    help="DDP: for models whose forward leaves some parameters unused")
+    g.add_argument("--accum_steps", type=int, default=1,
+                   help="gradient accumulation: one optimizer step per N batches (DDP all-reduces once per step), "
+                        "equal to one N-times larger batch")
+    g.add_argument("--zero", action="store_true",
+                   help="DDP: ZeroRedundancyOptimizer, each rank keeps 1/world of the optimizer state")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model (first steps compile)")
 
     g = p.add_argument_group("outputs and checkpoints")
     g.add_argument("--checkpoints", default="./checkpoints/", help="folder of best checkpoints, one per setting")
@@ -90,6 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--test_dir", default=None,
                    help="with --is_training 0: setting folder under --checkpoints to test (default: this setting)")
     g.add_argument("--test_file_name", default="checkpoint.pth", help="checkpoint file name inside the setting folder")
+    g.add_argument("--test_drop_last", action="store_true",
+                   help="score only the test windows that fill whole batches of batch_size, as the original "
+                        "DLinear/PatchTST code did (off: every window is scored)")
+    g.add_argument("--visualize", action="store_true",
+                   help="PNG plots of a few test windows and of the loss curves beside metrics.json")
+    g.add_argument("--plot_channel", type=int, default=0,
+                   help="with --visualize: channel plotted beside the target (negative counts from the end)")
+
+    g = p.add_argument_group("fault tolerance and fine-tuning")
+    g.add_argument("--resume", default=None,
+                   help="'auto': continue from this setting's last.pth when there is one (use with torchrun "
+                        "--max-restarts); or a checkpoint path. Restores model, optimizer, scheduler, AMP scaler, "
+                        "early stopping, epoch, step and random states")
+    g.add_argument("--adaptation", action="store_true",
+                   help="start from pretrained weights (--pretrain_model_path) instead of a random initialisation")
+    g.add_argument("--pretrain_model_path", default=None,
+                   help="with --adaptation: a checkpoint of this framework or a plain state_dict "
+                        "('module.' prefixes accepted)")
 
     g = p.add_argument_group("distributed")
     g.add_argument("--ddp", action="store_true", help="DistributedDataParallel; launch with torchrun")
@@ -119,10 +156,16 @@ def validate(args) -> None:
         raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(sorted(models.MODELS))}") from None
     caps = models.capabilities(args.model)
     for name in ("seq_len", "input_token_len", "output_token_len", "test_pred_len", "batch_size", "train_epochs",
-                 "patience", "d_model", "n_heads", "e_layers", "d_ff", "itr", "moving_avg"):
+                 "patience", "d_model", "n_heads", "e_layers", "d_ff", "itr", "moving_avg", "patch_len", "stride",
+                 "top_k", "num_kernels", "down_sampling_window", "accum_steps"):
         _require(getattr(args, name) >= 1, f"--{name} must be >= 1, got {getattr(args, name)}")
+    for name in ("down_sampling_layers", "ap_levels", "d_layers"):
+        _require(getattr(args, name) >= 0, f"--{name} must be >= 0, got {getattr(args, name)}")
+    _require(args.decoder_d_model is None or args.decoder_d_model >= 1,
+             f"--decoder_d_model must be >= 1, got {args.decoder_d_model}")
     _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
-    _require(0 <= args.dropout < 1, f"--dropout must be in [0, 1), got {args.dropout}")
+    for name in ("dropout", "head_dropout"):
+        _require(0 <= getattr(args, name) < 1, f"--{name} must be in [0, 1), got {getattr(args, name)}")
     _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
     _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
     _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")
@@ -135,6 +178,9 @@ def validate(args) -> None:
         _require(args.seq_len % args.input_token_len == 0,
                  f"--seq_len {args.seq_len} must be a multiple of --input_token_len {args.input_token_len}")
     if args.covariate:
-        _require(caps.covariate, f"model {args.model} does not support --covariate")
+        _require(caps.covariate, f"model {args.model} is channel-independent: covariates cannot inform the "
+                                 "target, so --covariate is not supported")
         _require(not args.univariate, "--covariate needs the channels together; it cannot be used with --univariate")
     _require(not args.last_token or args.covariate, "--last_token only applies with --covariate")
+    _require(args.adaptation == (args.pretrain_model_path is not None),
+             "--adaptation and --pretrain_model_path go together")

@@ -1,7 +1,9 @@
 """Checkpoints: atomic writes by the main rank, safe strict loads on every rank."""
 import os
 import pickle
+import random
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,6 +37,10 @@ def save_atomic(payload: dict, path: str) -> None:
     os.replace(tmp, path)
 
 
+def save_lazily(make_payload, path: str) -> None:
+    save_atomic(make_payload(), path)
+
+
 def load(path: str, device: torch.device) -> dict:
     """weights_only=True: a checkpoint that would run code when unpickled is refused."""
     if not os.path.isfile(path):
@@ -46,3 +52,19 @@ def load(path: str, device: torch.device) -> dict:
             from None
     except (RuntimeError, EOFError) as e:
         raise ConfigError(f"cannot read checkpoint {path}: {e}") from None
+
+
+def rng_state() -> dict:
+    """Every random generator a run draws from, in types weights_only loading accepts."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "numpy": [kind, keys.tolist(), pos, has_gauss, gauss], "python": random.getstate()}
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    kind, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    random.setstate(state["python"])

@@ -5,6 +5,7 @@ Every helper is a no-op in a single process, so the training code has one path f
 """
 import datetime
 import os
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -66,9 +67,22 @@ def init(env: DistEnv, timeout_minutes: float = 30.0) -> None:
         return
     if env.device.type == "cuda":
         torch.cuda.set_device(env.device)
-    dist.init_process_group(backend=env.backend, rank=env.rank, world_size=env.world_size,
-                            timeout=datetime.timedelta(minutes=timeout_minutes),
+    timeout = datetime.timedelta(minutes=timeout_minutes)
+    dist.init_process_group(backend=env.backend, store=_store(env, timeout), rank=env.rank,
+                            world_size=env.world_size, timeout=timeout,
                             device_id=env.device if env.device.type == "cuda" else None)
+
+
+def _store(env: DistEnv, timeout: datetime.timedelta) -> dist.Store:
+    """torchrun's rendezvous store, namespaced by its restart count.
+
+    torchrun keeps one store across restarts: without the namespace, a restarted group would read the
+    addresses its failed predecessor published and wait for peers that no longer exist.
+    """
+    agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size,
+                          is_master=not agent_hosts_store and env.rank == 0, timeout=timeout)
+    return dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
 def destroy() -> None:
@@ -87,15 +101,49 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def all_reduce_min(tensor: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+    return tensor
+
+
 def global_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     """Exact mean over all ranks from per-rank (sum, count), not a mean of per-rank means."""
     both = all_reduce_sum(torch.stack([total.double().reshape(()), count.double().reshape(())]))
     return both[0] / both[1]
 
 
+def all_gather_floats(value: float, device: torch.device) -> list:
+    """Every rank's value of a scalar, on every rank."""
+    if not is_distributed():
+        return [value]
+    mine = torch.tensor([value], dtype=torch.float64, device=device)
+    gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    return [t.item() for t in gathered]
+
+
+def slow_ranks(times: list, factor: float = 1.5) -> list:
+    """Ranks whose time exceeds `factor` x the median of all ranks' times."""
+    median = statistics.median(times)
+    return [rank for rank, t in enumerate(times) if t > factor * median]
+
+
 def barrier() -> None:
     if is_distributed():
         dist.barrier()
+
+
+_COLLECTIVE_FAILURES = ("gloo", "NCCL", "Timed out", "timed out", "Connection reset", "Connection closed")
+
+
+def describe_failure(error: BaseException) -> str | None:
+    """One line for a collective that failed because a peer died or stalled; None for other errors."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, dist.DistError) or any(s in message for s in _COLLECTIVE_FAILURES):
+        return (f"a collective operation failed: another rank died, stalled past --dist_timeout, or is "
+                f"unreachable ({message[:300]}); check the other ranks' logs")
+    return None
 
 
 def shard_range(n: int, rank: int, world_size: int) -> range:

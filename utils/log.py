@@ -2,6 +2,8 @@
 import logging
 import sys
 
+GROUP = "group"
+
 
 def setup_logging(rank: int, is_main: bool) -> None:
     """Main rank logs INFO; other ranks only warnings and errors, tagged with their rank."""
@@ -11,3 +13,5 @@ def setup_logging(rank: int, is_main: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if is_main else logging.WARNING)
+    # facts about the whole group (the same on every rank) are reported once, by the main rank
+    logging.getLogger(GROUP).setLevel(logging.INFO if is_main else logging.CRITICAL)

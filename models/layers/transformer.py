@@ -43,17 +43,39 @@ def activation(name: str) -> nn.Module:
     return {"relu": nn.ReLU(), "gelu": nn.GELU()}[name]
 
 
-class EncoderLayer(nn.Module):
-    """Post-norm Transformer layer (as in the TSLib/OpenLTM models): x = norm(x + attn); norm(x + ffn)."""
+class BatchNormTokens(nn.Module):
+    """BatchNorm1d over the features of (B, S, D) tokens (PatchTST's normalisation)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, act: str = "gelu"):
+    def __init__(self, d_model: int):
         super().__init__()
-        self.attention = MultiHeadAttention(d_model, n_heads, dropout)
+        self.norm = nn.BatchNorm1d(d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.transpose(1, 2)).transpose(1, 2)
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm Transformer layer (as in the TSLib/OpenLTM/PatchTST models): x = norm(x + attn); norm(x + ffn).
+
+    attn_dropout defaults to dropout (TSLib); PatchTST uses 0 there and BatchNorm (norm="batch").
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, act: str = "gelu",
+                 attn_dropout: float | None = None, norm: str = "layer"):
+        super().__init__()
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout if attn_dropout is None else attn_dropout)
         self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), activation(act), nn.Dropout(dropout),
                                  nn.Linear(d_ff, d_model))
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        make_norm = {"layer": nn.LayerNorm, "batch": BatchNormTokens}[norm]
+        self.norm1, self.norm2 = make_norm(d_model), make_norm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, attn_mask=None, rotary=None, is_causal: bool = False) -> torch.Tensor:
         x = self.norm1(x + self.dropout(self.attention(x, attn_mask, rotary, is_causal)))
         return self.norm2(x + self.dropout(self.ffn(x)))
+
+
+def encoder_layers(configs, **layer_kwargs) -> nn.ModuleList:
+    """configs.e_layers EncoderLayers of the run's d_model, n_heads, d_ff, dropout and activation."""
+    return nn.ModuleList(EncoderLayer(configs.d_model, configs.n_heads, configs.d_ff, configs.dropout,
+                                      configs.activation, **layer_kwargs) for _ in range(configs.e_layers))

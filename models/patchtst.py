@@ -1,0 +1,52 @@
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.base import Capabilities
+from models.layers.normalization import denormalize, normalize
+from models.layers.transformer import encoder_layers
+
+
+class Model(nn.Module):
+    """PatchTST: channel-independent Transformer over overlapping patches, with a flatten-linear head.
+
+    Nie, Nguyen, Sinthong, Kalagnanam. "A Time Series is Worth 64 Words: Long-term Forecasting with
+    Transformers." ICLR 2023. https://arxiv.org/abs/2211.14730
+
+    Every channel is its own sequence: the input (normalised per window, RevIN without affine when
+    use_norm) is padded at the end by `stride` repeats of its last value and cut into patches of
+    patch_len every stride points (PatchTST/42: L=336, P=16, S=8 -> 42 patches). Patches are projected
+    to d_model, given a learnable position embedding, encoded by post-norm Transformer layers with
+    BatchNorm, flattened and mapped linearly to the forecast. The official code's residual attention
+    (scores carried across layers) is not used: attention is F.scaled_dot_product_attention.
+
+    Config: seq_len, output_token_len, patch_len, stride, d_model, n_heads, e_layers, d_ff, dropout,
+    head_dropout, activation, use_norm.
+    """
+    capabilities = Capabilities(direct=True, covariate=False)  # channel-independent
+
+    def __init__(self, configs):
+        super().__init__()
+        self.patch_len, self.stride = configs.patch_len, configs.stride
+        if self.patch_len > configs.seq_len:
+            raise ValueError(f"patch_len {self.patch_len} is longer than seq_len {configs.seq_len}")
+        n_patches = (configs.seq_len - self.patch_len) // self.stride + 2  # +1 for the end padding
+        self.use_norm = configs.use_norm
+        self.projection = nn.Linear(self.patch_len, configs.d_model)
+        self.position = nn.Parameter(torch.empty(n_patches, configs.d_model).uniform_(-0.02, 0.02))
+        self.dropout = nn.Dropout(configs.dropout)
+        self.layers = encoder_layers(configs, attn_dropout=0.0, norm="batch")
+        self.head = nn.Sequential(nn.Flatten(start_dim=-2), nn.Dropout(configs.head_dropout),
+                                  nn.Linear(n_patches * configs.d_model, configs.output_token_len))
+
+    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
+        if self.use_norm:
+            x, stats = normalize(x)
+        B, _, C = x.shape
+        series = F.pad(x.transpose(1, 2), (0, self.stride), mode="replicate")  # (B, C, L + S)
+        patches = series.unfold(-1, self.patch_len, self.stride)  # (B, C, N, P)
+        h = self.dropout(self.projection(patches).flatten(0, 1) + self.position)  # (B*C, N, D)
+        for layer in self.layers:
+            h = layer(h)
+        out = self.head(h).reshape(B, C, -1).transpose(1, 2)
+        return denormalize(out, stats) if self.use_norm else out

@@ -1,0 +1,92 @@
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.base import Capabilities
+from models.layers.decomposition import SeriesDecomposition
+from models.layers.embed import DataEmbedding
+from models.layers.normalization import denormalize, normalize
+
+
+def _mlp(d_in: int, d_hidden: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, d_hidden), nn.GELU(), nn.Linear(d_hidden, d_out))
+
+
+class PastDecomposableMixing(nn.Module):
+    """Decompose every scale into seasonal and trend parts; mix seasons bottom-up (fine -> coarse) and
+    trends top-down (coarse -> fine) with MLPs along time, then a feed-forward network per scale."""
+
+    def __init__(self, lengths: list, d_model: int, d_ff: int, moving_avg: int):
+        super().__init__()
+        self.decomposition = SeriesDecomposition(moving_avg)
+        pairs = list(zip(lengths[:-1], lengths[1:]))
+        self.season_down = nn.ModuleList(_mlp(fine, coarse, coarse) for fine, coarse in pairs)
+        self.trend_up = nn.ModuleList(_mlp(coarse, fine, fine) for fine, coarse in pairs)
+        self.ffn = _mlp(d_model, d_ff, d_model)
+
+    def forward(self, xs: list) -> list:  # each (N, T_i, D)
+        seasons, trends = zip(*(self.decomposition(x.transpose(1, 2)) for x in xs))  # each (N, D, T_i)
+        mixed_seasons = [seasons[0]]
+        for i, down in enumerate(self.season_down):
+            mixed_seasons.append(seasons[i + 1] + down(mixed_seasons[-1]))
+        mixed_trends = [trends[-1]]
+        for i in reversed(range(len(self.trend_up))):
+            mixed_trends.insert(0, trends[i] + self.trend_up[i](mixed_trends[0]))
+        return [x + self.ffn((s + t).transpose(1, 2)) for x, s, t in zip(xs, mixed_seasons, mixed_trends)]
+
+
+class Model(nn.Module):
+    """TimeMixer: decomposable multiscale mixing, fully MLP-based.
+
+    Wang, Wu, Shi, Hu, Luo, Ma, Zhang, Zhou. "TimeMixer: Decomposable Multiscale Mixing for Time
+    Series Forecasting." ICLR 2024. https://arxiv.org/abs/2405.14616
+
+    The input is average-pooled into down_sampling_layers + 1 scales (window down_sampling_window).
+    Past-Decomposable-Mixing blocks mix seasonal parts bottom-up and trend parts top-down across
+    scales; Future-Multipredictor-Mixing sums one linear predictor per scale. Channels are
+    independent (the paper's setting for long-term forecasting); each scale is normalised per window.
+
+    Config: seq_len, output_token_len, n_marks, d_model, d_ff, e_layers, down_sampling_layers,
+    down_sampling_window, moving_avg, dropout, use_norm.
+    """
+    capabilities = Capabilities(direct=True, covariate=False, time_marks=True)  # channel-independent
+
+    def __init__(self, configs):
+        super().__init__()
+        window, n_down = configs.down_sampling_window, configs.down_sampling_layers
+        if configs.seq_len % window ** n_down:
+            raise ValueError(f"seq_len {configs.seq_len} must be divisible by down_sampling_window ** "
+                             f"down_sampling_layers = {window ** n_down}")
+        self.window, self.use_norm = window, configs.use_norm
+        self.lengths = [configs.seq_len // window ** i for i in range(n_down + 1)]
+        self.embedding = DataEmbedding(1, configs.d_model, configs.n_marks, configs.dropout, position=False)
+        self.blocks = nn.ModuleList(PastDecomposableMixing(self.lengths, configs.d_model, configs.d_ff,
+                                                           configs.moving_avg) for _ in range(configs.e_layers))
+        self.predictors = nn.ModuleList(nn.Linear(n, configs.output_token_len) for n in self.lengths)
+        self.projection = nn.Linear(configs.d_model, 1)
+
+    def _scales(self, x: torch.Tensor, x_mark: torch.Tensor | None):
+        """Average-pooled copies of x (B, L, C) and subsampled calendar features, finest first."""
+        xs, marks = [x], [x_mark]
+        for _ in self.lengths[1:]:
+            xs.append(F.avg_pool1d(xs[-1].transpose(1, 2), self.window).transpose(1, 2))
+            marks.append(None if x_mark is None else marks[-1][:, ::self.window])
+        return xs, marks
+
+    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
+        B, _, C = x.shape
+        xs, marks = self._scales(x, x_mark)
+        hs = []
+        for i, (xi, mi) in enumerate(zip(xs, marks)):
+            if self.use_norm:
+                xi, scale_stats = normalize(xi)
+                if i == 0:
+                    stats = scale_stats  # the finest scale's statistics undo the output normalisation
+            xi = xi.transpose(1, 2).reshape(B * C, -1, 1)  # every channel its own series
+            mi = None if mi is None else mi.repeat_interleave(C, dim=0)
+            hs.append(self.embedding(xi, mi))
+        for block in self.blocks:
+            hs = block(hs)
+        out = sum(self.projection(pred(h.transpose(1, 2)).transpose(1, 2)) for pred, h in zip(self.predictors, hs))
+        out = out.reshape(B, C, -1).transpose(1, 2)
+        return denormalize(out, stats) if self.use_norm else out

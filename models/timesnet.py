@@ -1,0 +1,96 @@
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.base import Capabilities
+from models.layers.embed import DataEmbedding
+from models.layers.normalization import denormalize, normalize
+
+
+def dominant_periods(x: torch.Tensor, k: int):
+    """The k periods with the largest mean FFT amplitude over the batch and channels of x (B, T, D).
+
+    Returns the periods (Python ints: they set tensor shapes) and each sample's amplitude at them (B, k).
+    """
+    amplitude = torch.fft.rfft(x.float(), dim=1).abs()
+    spectrum = amplitude.mean(dim=(0, 2))
+    spectrum[0] = 0  # the mean is no period
+    freqs = torch.topk(spectrum, k).indices
+    periods = [x.shape[1] // max(f, 1) for f in freqs.tolist()]
+    return periods, amplitude.mean(-1)[:, freqs]
+
+
+class InceptionBlock(nn.Module):
+    """Mean of 2D convolutions with kernels 1, 3, ..., 2*num_kernels - 1 ('same' padding)."""
+
+    def __init__(self, c_in: int, c_out: int, num_kernels: int):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(c_in, c_out, 2 * i + 1, padding=i) for i in range(num_kernels))
+        for conv in self.convs:
+            nn.init.kaiming_normal_(conv.weight, mode="fan_out", nonlinearity="relu")
+            nn.init.zeros_(conv.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([conv(x) for conv in self.convs], dim=-1).mean(-1)
+
+
+class TimesBlock(nn.Module):
+    """Fold the 1D series into 2D (cycles x phase) for each dominant period, convolve, unfold, and
+    aggregate the periods weighted by the softmax of their amplitudes; residual connection."""
+
+    def __init__(self, d_model: int, d_ff: int, num_kernels: int, top_k: int):
+        super().__init__()
+        self.top_k = top_k
+        self.conv = nn.Sequential(InceptionBlock(d_model, d_ff, num_kernels), nn.GELU(),
+                                  InceptionBlock(d_ff, d_model, num_kernels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        periods, weights = dominant_periods(x, self.top_k)
+        outs = []
+        for p in periods:
+            length = math.ceil(T / p) * p
+            folded = F.pad(x, (0, 0, 0, length - T)).reshape(B, length // p, p, D).permute(0, 3, 1, 2)
+            outs.append(self.conv(folded).permute(0, 2, 3, 1).reshape(B, length, D)[:, :T])
+        weights = torch.softmax(weights, dim=1).to(x.dtype)
+        return torch.einsum("btdk,bk->btd", torch.stack(outs, dim=-1), weights) + x
+
+
+class Model(nn.Module):
+    """TimesNet: temporal 2D-variation modeling for general time series analysis.
+
+    Wu, Hu, Liu, Zhou, Wang, Long. "TimesNet: Temporal 2D-Variation Modeling for General Time Series
+    Analysis." ICLR 2023. https://arxiv.org/abs/2210.02186
+
+    The embedded input (value convolution + position + calendar features) is extended linearly in
+    time to seq_len + horizon; TimesBlocks find the top_k periods by FFT, reshape the series into
+    2D tensors of (number of cycles, period) and apply inception convolutions; a linear projection
+    returns to the channels. All channels share the embedding, so covariates inform the target.
+
+    Config: seq_len, output_token_len, enc_in, n_marks, d_model, d_ff, e_layers, top_k, num_kernels,
+    dropout, use_norm.
+    """
+    capabilities = Capabilities(direct=True, covariate=True, time_marks=True)
+
+    def __init__(self, configs):
+        super().__init__()
+        if configs.top_k > configs.seq_len // 2:
+            raise ValueError(f"top_k {configs.top_k} exceeds the {configs.seq_len // 2} frequencies of seq_len")
+        self.use_norm, self.horizon = configs.use_norm, configs.output_token_len
+        self.embedding = DataEmbedding(configs.enc_in, configs.d_model, configs.n_marks, configs.dropout)
+        self.extend = nn.Linear(configs.seq_len, configs.seq_len + self.horizon)
+        self.blocks = nn.ModuleList(TimesBlock(configs.d_model, configs.d_ff, configs.num_kernels, configs.top_k)
+                                    for _ in range(configs.e_layers))
+        self.norm = nn.LayerNorm(configs.d_model)
+        self.projection = nn.Linear(configs.d_model, configs.enc_in)
+
+    def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
+        if self.use_norm:
+            x, stats = normalize(x)
+        h = self.extend(self.embedding(x, x_mark).transpose(1, 2)).transpose(1, 2)  # (B, L + H, D)
+        for block in self.blocks:
+            h = self.norm(block(h))
+        out = self.projection(h)[:, -self.horizon:]
+        return denormalize(out, stats) if self.use_norm else out

@@ -1,0 +1,259 @@
+"""Training-throughput benchmark: our pipeline against the model-only limit and a field-standard pipeline.
+
+    python scripts/benchmark/throughput.py --data_root ../shared/datasets            # CPU or the GPU
+    python scripts/benchmark/throughput.py --data_root ../shared/datasets --quick    # fewer steps
+
+For DLinear and PatchTST on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model
+512, d_ff 2048, 1 layer, 2 heads, patch 16 / stride 8) it prints: train windows/s, seconds per
+epoch, validation + test seconds, peak RSS (and peak GPU memory), the share of step time spent
+outside forward/backward/optimizer, the same steps on one fixed pre-built batch (model-only limit),
+a field-standard pipeline (per-sample __getitem__ + default collate + per-batch .float().to()),
+achieved matmul FLOP/s against the measured fp32 peak (PatchTST), the DDP code path at world size 1
+and 2, and the speed of --use_amp and --compile. Numbers only; nothing here is asserted.
+"""
+import argparse
+import contextlib
+import csv
+import glob
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.flop_counter import FlopCounterMode
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+import models  # noqa: E402
+from data_provider.factory import build_data  # noqa: E402
+from data_provider.windows import WindowLoader  # noqa: E402
+from exp.exp_forecast import ExpForecast  # noqa: E402
+from utils.args import parse_args, validate  # noqa: E402
+from utils.dist import DistEnv  # noqa: E402
+from utils.schedule import build_scheduler  # noqa: E402
+
+COMMON = ["--data", "ETTh1", "--seq_len", "96", "--output_token_len", "96", "--batch_size", "32",
+          "--nonautoregressive", "--train_epochs", "1", "--lradj", "constant"]
+MODELS = {
+    "dlinear": ["--model", "dlinear", "--learning_rate", "0.005"],
+    "patchtst": ["--model", "patchtst", "--d_model", "512", "--d_ff", "2048", "--e_layers", "1", "--n_heads", "2",
+                 "--patch_len", "16", "--stride", "8", "--dropout", "0.1", "--use_norm"],
+}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def matmul_peak(device: torch.device) -> float:
+    """Best fp32 FLOP/s of large square matmuls."""
+    best = 0.0
+    for n in (1024, 2048, 4096):
+        a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+        a @ b
+        reps = 3 if device.type == "cpu" else 20
+        seconds = timed(lambda: [a @ b for _ in range(reps)], device)
+        best = max(best, 2 * n ** 3 * reps / seconds)
+    return best
+
+
+def make_exp(name: str, data_root: str, device: torch.device, extra=()):
+    args = parse_args(COMMON + MODELS[name] + ["--root_path", os.path.join(data_root, "ETT-small"),
+                                              "--results_dir", tempfile.mkdtemp(), *extra])
+    validate(args)
+    env = DistEnv(0, 0, 1, device, "gloo", False)
+    torch.manual_seed(0)
+    data = build_data(args, device, True, models.capabilities(args.model).time_marks)
+    config = argparse.Namespace(**vars(args), enc_in=data.n_channels, n_marks=data.n_marks)
+    return ExpForecast(args, env, data, models.build(args.model, config)), args
+
+
+def limited(loader: WindowLoader, steps: int | None) -> WindowLoader:
+    """The loader's epoch order, cut to its first `steps` batches."""
+    if steps is None:
+        return loader
+    return WindowLoader(loader.dataset, loader.batch_size, list(loader.order)[:steps * loader.batch_size])
+
+
+def ours(exp: ExpForecast, steps: int | None) -> tuple:
+    """(seconds, windows) of our training loop, after a warm-up pass of a few steps."""
+    loader = limited(exp.loaders["train"], steps)
+    optimizer = exp._select_optimizer()
+    scheduler = build_scheduler(optimizer, "constant", 1.0, 1, 1.0, len(loader), 0)
+    exp._train_epoch(limited(loader, 3), optimizer, scheduler, 0)
+    seconds = timed(lambda: exp._train_epoch(loader, optimizer, scheduler, 0), exp.device)
+    return seconds, len(loader.order)
+
+
+def fetch_only(exp: ExpForecast, steps: int | None) -> float:
+    loader = limited(exp.loaders["train"], steps)
+    return timed(lambda: [b for b in loader], exp.device)
+
+
+def train_steps(exp: ExpForecast, batches) -> None:
+    """Forward/backward/optimizer and nothing else: the same model, loss and fused Adam as ours."""
+    model, optimizer = exp.model, exp._select_optimizer()
+    for x, y in batches:
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(model(x)[:, -y.shape[1]:], y).backward()
+        optimizer.step()
+
+
+def model_only(exp: ExpForecast, n_steps: int) -> float:
+    batch = next(iter(exp.loaders["train"]))
+    train_steps(exp, [(batch.x, batch.y)] * 3)
+    return timed(lambda: train_steps(exp, [(batch.x, batch.y)] * n_steps), exp.device)
+
+
+class FieldStandardDataset(Dataset):
+    """The common TSLib-style dataset: float64 arrays, one window sliced and converted per __getitem__."""
+
+    def __init__(self, values: np.ndarray, marks: np.ndarray, seq_len: int, pred_len: int):
+        self.values, self.marks, self.seq_len, self.pred_len = values, marks, seq_len, pred_len
+
+    def __len__(self):
+        return len(self.values) - self.seq_len - self.pred_len + 1
+
+    def __getitem__(self, i):
+        s, e = i, i + self.seq_len
+        return self.values[s:e], self.values[e:e + self.pred_len], self.marks[s:e], self.marks[e:e + self.pred_len]
+
+
+def field_standard(exp: ExpForecast, steps: int | None) -> float:
+    ds = exp.data.datasets["train"]
+    begin, end = ds.begin, ds.begin + ds.n_starts + ds.window_len - 1
+    values = ds.series[begin:end].double().cpu().numpy()
+    marks = np.zeros((len(values), 4))
+    loader = DataLoader(FieldStandardDataset(values, marks, exp.args.seq_len, exp.args.output_token_len),
+                        batch_size=exp.args.batch_size, shuffle=True, num_workers=0)
+    n = len(loader) if steps is None else steps
+
+    def run():
+        batches = ((x.float().to(exp.device), y.float().to(exp.device), xm.float().to(exp.device))
+                   for (x, y, xm, _), _ in zip(loader, range(n)))
+        train_steps(exp, ((x, y) for x, y, _ in batches))
+
+    return timed(run, exp.device)
+
+
+def step_flops(exp: ExpForecast) -> float:
+    batch = next(iter(exp.loaders["train"]))
+    with FlopCounterMode(display=False) as counter:
+        train_steps(exp, [(batch.x, batch.y)])
+    return counter.get_total_flops()
+
+
+def eval_seconds(exp: ExpForecast) -> float:
+    return timed(lambda: (exp.vali(exp.loaders["val"], exp.criterion),
+                          exp.vali(exp.loaders["test"], exp.criterion, is_test=True)), exp.device)
+
+
+def run_cli(name: str, data_root: str, launcher: list, env_extra: dict) -> dict:
+    """run.py for one epoch in a fresh process: its own train_seconds, and the peak RSS of that process."""
+    out = tempfile.mkdtemp()
+    cmd = [*launcher, os.path.join(REPO, "run.py"), *(["--ddp"] if len(launcher) > 1 else []), *COMMON,
+           *MODELS[name], "--root_path", os.path.join(data_root, "ETT-small"), "--results_dir", out,
+           "--checkpoints", os.path.join(out, "ckpt")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env_extra})
+    _, status, usage = os.wait4(proc.pid, 0)
+    stderr = proc.stderr.read().decode()
+    if status:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-2000:]}")
+    (history,) = glob.glob(os.path.join(out, "*", "history.csv"))
+    with open(history) as f:
+        row = next(csv.DictReader(f))
+    return {"train_seconds": float(row["train_seconds"]), "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def options_speed(name: str, data_root: str, device: torch.device, steps: int) -> dict:
+    """Steps/s of fp32, --use_amp and --compile over `steps` steps (after warm-up / compilation)."""
+    speeds = {}
+    for label, extra in (("fp32", []), ("amp", ["--use_amp"]), ("compile", ["--compile"])):
+        exp, _ = make_exp(name, data_root, device, extra)
+        n = max(steps // 10, 2) if label == "amp" and device.type == "cpu" else steps  # bf16 is slow on CPU
+        seconds, _ = ours(exp, n)
+        speeds[label] = n / seconds
+    return speeds
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data_root", default=os.path.join(REPO, "dataset"), help="folder holding ETT-small/ETTh1.csv")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--quick", action="store_true", help="60 steps instead of full epochs (PatchTST on CPU)")
+    p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
+    a = p.parse_args()
+    device = torch.device(a.device)
+    steps = 60 if a.quick else None
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+    peak = matmul_peak(device)
+    print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+
+    for name in MODELS:
+        exp, args = make_exp(name, a.data_root, device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        ours_s, windows = ours(exp, steps)
+        n_steps = -(-windows // args.batch_size)
+        fetch_s = fetch_only(exp, steps)
+        limit_s = model_only(exp, n_steps)
+        field_s = field_standard(exp, steps)
+        eval_s = eval_seconds(exp)
+        per_epoch = ours_s * len(exp.loaders["train"]) / n_steps
+        print(f"\n== {name} ({sum(p.numel() for p in exp.model.parameters()):,} parameters, "
+              f"{n_steps} steps of {args.batch_size}) ==")
+        print(f"ours:            {windows / ours_s:10.0f} windows/s  {ours_s / n_steps * 1e3:8.2f} ms/step  "
+              f"epoch {per_epoch:.2f} s")
+        print(f"model-only limit:{windows / limit_s:10.0f} windows/s  {limit_s / n_steps * 1e3:8.2f} ms/step")
+        print(f"field-standard:  {windows / field_s:10.0f} windows/s  {field_s / n_steps * 1e3:8.2f} ms/step")
+        print(f"ours / limit time {ours_s / limit_s:.3f}   field-standard / ours time {field_s / ours_s:.2f}x")
+        print(f"outside forward/backward/optimizer: {max(ours_s - limit_s, 0) / ours_s:.1%} of step time "
+              f"(data fetch alone {fetch_s / ours_s:.1%})")
+        print(f"validation + test: {eval_s:.2f} s")
+        if device.type == "cuda":
+            print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2**20:.0f} MiB")
+        if name == "patchtst":
+            flops = step_flops(exp)
+            achieved = flops * n_steps / ours_s
+            print(f"matmul FLOPs per step (fwd+bwd) {flops / 1e9:.2f} G: achieved {achieved / 1e9:.1f} GFLOP/s "
+                  f"= {achieved / peak:.0%} of the measured peak")
+        speeds = options_speed(name, a.data_root, device, 30 if steps or name == "patchtst" else 200)
+        print("steps/s: " + "  ".join(f"{k} {v:.1f}" for k, v in speeds.items())
+              + f"   (amp x{speeds['amp'] / speeds['fp32']:.2f}, compile x{speeds['compile'] / speeds['fp32']:.2f})")
+
+    if a.skip_cli:
+        return
+    threads = str(torch.get_num_threads())
+    print("\n== run.py in fresh processes, one epoch (train seconds as run.py logs them) ==")
+    for name in MODELS:
+        plain = run_cli(name, a.data_root, [sys.executable], {"OMP_NUM_THREADS": threads})
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        one = run_cli(name, a.data_root, [*torchrun, "--nproc_per_node=1"], {"OMP_NUM_THREADS": threads})
+        two = run_cli(name, a.data_root, [*torchrun, "--nproc_per_node=2"],
+                      {"OMP_NUM_THREADS": str(max(int(threads) // 2, 1))})
+        print(f"{name}: plain {plain['train_seconds']:.2f} s, peak RSS {plain['peak_rss_mb']:.0f} MB | "
+              f"DDP world 1 {one['train_seconds']:.2f} s ({one['train_seconds'] / plain['train_seconds'] - 1:+.1%}) | "
+              f"DDP world 2 {two['train_seconds']:.2f} s for the same windows "
+              f"({plain['train_seconds'] / two['train_seconds']:.2f}x plain)")
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()

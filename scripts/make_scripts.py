@@ -1,0 +1,188 @@
+"""Writes scripts/long_term_forecast/<model>_<dataset>.sh from one table of hyper-parameters.
+
+    python scripts/make_scripts.py        # regenerate after editing the table
+
+Settings come from each model's paper or official scripts where they are published; SOURCES says
+which, and a script's header says where a value was chosen here instead. A value given as
+{horizon: value} varies with the horizon, as some official scripts do.
+"""
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "long_term_forecast")
+
+LONG = (96, 192, 336, 720)
+DATASETS = {  # name: (--data, folder under DATA_ROOT, file, horizons)
+    "ETTh1": ("ETTh1", "ETT-small", None, LONG),
+    "ETTh2": ("ETTh2", "ETT-small", None, LONG),
+    "ETTm1": ("ETTm1", "ETT-small", None, LONG),
+    "ETTm2": ("ETTm2", "ETT-small", None, LONG),
+    "Weather": ("custom", "weather", "weather.csv", LONG),
+    "ECL": ("custom", "electricity", "electricity.csv", LONG),
+    "Traffic": ("custom", "traffic", "traffic.csv", LONG),
+    "Exchange": ("custom", "exchange_rate", "exchange_rate.csv", LONG),
+    "ILI": ("custom", "illness", "national_illness.csv", (24, 36, 48, 60)),
+}
+
+SOURCES = {
+    "dlinear": "Zeng et al., AAAI 2023; official LTSF-Linear scripts (10 epochs, patience 3, type1)",
+    "patchtst": "Nie et al., ICLR 2023; official PatchTST/42 scripts",
+    "itransformer": "Liu et al., ICLR 2024; official iTransformer scripts",
+    "timesnet": "Wu et al., ICLR 2023; TSLib's TimesNet long-term scripts",
+    "timemixer": "Wang et al., ICLR 2024; official TimeMixer scripts",
+    "timer": "Liu et al., ICML 2024; OpenLTM's supervised Timer scripts (trained from scratch)",
+    "timer_xl": "Liu et al., ICLR 2025; OpenLTM's supervised Timer-XL scripts",
+    "ttm": "Ekambaram et al., NeurIPS 2024; the TTM-r1 512-96 architecture, trained from scratch",
+}
+AUTOREGRESSIVE = {"timer", "timer_xl"}
+
+
+def _flags(**kw) -> dict:
+    return kw
+
+
+def dlinear(ds):
+    lr = {"ETTh1": 0.005, "ETTh2": 0.05, "ETTm1": 0.0001, "ETTm2": 0.001, "Weather": 0.0001, "ECL": 0.001,
+          "Traffic": 0.05, "Exchange": 0.0005, "ILI": 0.01}[ds]
+    batch = {"ETTm1": 8, "Weather": 16, "ECL": 16, "Traffic": 16}.get(ds, 32)
+    if ds == "ETTm2":
+        lr = {96: 0.001, 192: 0.001, 336: 0.01, 720: 0.01}
+    if ds == "Exchange":
+        batch = {96: 8, 192: 8, 336: 32, 720: 32}
+    return _flags(seq_len=104 if ds == "ILI" else 336, batch_size=batch, learning_rate=lr, train_epochs=10,
+                  patience=3, lradj="type1"), []
+
+
+def patchtst(ds):
+    notes = []
+    if ds in ("ETTh1", "ETTh2", "Exchange"):
+        f = _flags(e_layers=3, n_heads=4, d_model=16, d_ff=128, dropout=0.3, batch_size=128, patience=100)
+        if ds == "Exchange":
+            notes.append("not in the paper: the ETTh settings")
+    elif ds == "ILI":
+        f = _flags(e_layers=3, n_heads=4, d_model=16, d_ff=128, dropout=0.3, patch_len=24, stride=2, batch_size=16,
+                   learning_rate=0.0025, lradj="constant", patience=100)
+    else:
+        batch = {"ECL": 32, "Traffic": 24}.get(ds, 128)
+        f = _flags(e_layers=3, n_heads=16, d_model=128, d_ff=256, dropout=0.2, batch_size=batch,
+                   patience=10 if ds in ("ECL", "Traffic") else 20)
+        notes.append("the official script uses the OneCycle ('TST') schedule; type3 here")
+    base = _flags(seq_len=104 if ds == "ILI" else 336, patch_len=16, stride=8, head_dropout=0.0, use_norm=True,
+                  activation="gelu", learning_rate=0.0001, train_epochs=100, lradj="type3")
+    return {**base, **f}, notes
+
+
+def itransformer(ds):
+    size = {"ETTh1": (2, 256), "Weather": (3, 512), "ECL": (3, 512), "Traffic": (4, 512)}.get(ds, (2, 128))
+    lr = {"ECL": 0.0005, "Traffic": 0.001}.get(ds, 0.0001)
+    notes = ["not in the paper: lookback 36 as in TSLib's ILI scripts"] if ds == "ILI" else []
+    return _flags(seq_len=36 if ds == "ILI" else 96, e_layers=size[0], d_model=size[1], d_ff=size[1], n_heads=8,
+                  dropout=0.1, activation="gelu", use_norm=True, batch_size=16 if ds in ("ECL", "Traffic") else 32,
+                  learning_rate=lr, train_epochs=10, patience=3, lradj="type1"), notes
+
+
+def timesnet(ds):
+    size = {"ETTh1": (16, 32), "ETTm1": (64, 64), "ECL": (256, 512), "Traffic": (512, 512), "Exchange": (64, 64),
+            "ILI": (768, 768)}.get(ds, (32, 32))
+    return _flags(seq_len=36 if ds == "ILI" else 96, e_layers=2, d_model=size[0], d_ff=size[1], top_k=5,
+                  num_kernels=6, dropout=0.1, use_norm=True, batch_size=32, learning_rate=0.0001, train_epochs=10,
+                  patience=3, lradj="type1"), []
+
+
+def timemixer(ds):
+    size = {"ETTm2": (32, 32), "Traffic": (32, 64)}.get(ds, (16, 32))
+    batch = {"ETTm1": 16, "ECL": 32, "Traffic": 8, "Exchange": 32, "ILI": 32}.get(ds, 128)
+    notes = ["not in the paper: the ETT settings"] if ds in ("Exchange", "ILI") else []
+    return _flags(seq_len=104 if ds == "ILI" else 96, e_layers=3 if ds in ("ECL", "Traffic") else 2,
+                  d_model=size[0], d_ff=size[1], down_sampling_layers=3, down_sampling_window=2, moving_avg=25,
+                  dropout=0.1, use_norm=True, batch_size=batch, learning_rate=0.01, train_epochs=10, patience=10,
+                  lradj="type1"), notes
+
+
+def timer(ds):
+    token = 24 if ds == "ILI" else 96
+    notes = ["4 layers of 512 (the paper pre-trains 8 of 1024) for training from scratch"]
+    return _flags(seq_len=4 * token if ds == "ILI" else 672, input_token_len=token, output_token_len=token,
+                  e_layers=4, d_model=512, d_ff=2048, n_heads=8, dropout=0.1, use_norm=True, valid_last=True,
+                  batch_size=32, learning_rate=0.0001, train_epochs=10, patience=3, lradj="cosine"), notes
+
+
+def timer_xl(ds):
+    token = 24 if ds == "ILI" else 96
+    batch = {"ECL": 8, "Traffic": 4}.get(ds, 32)
+    notes = ["multivariate attention over (variables x 7) tokens: small batch for memory"] if batch < 32 else []
+    if ds in ("Exchange", "ILI"):
+        notes.append("not in the paper: the ETT settings")
+    return _flags(seq_len=4 * token if ds == "ILI" else 672, input_token_len=token, output_token_len=token,
+                  e_layers=1, d_model=1024, d_ff=2048, n_heads=8, dropout=0.1, use_norm=True, valid_last=True,
+                  batch_size=batch, learning_rate=0.0001, train_epochs=10, patience=3, lradj="cosine"), notes
+
+
+def ttm(ds):
+    if ds == "ILI":
+        return _flags(seq_len=104, patch_len=8, d_model=64, decoder_d_model=32, ap_levels=2, e_layers=2, d_layers=2,
+                      dropout=0.2, head_dropout=0.2, use_norm=True, batch_size=32, learning_rate=0.001,
+                      train_epochs=10, patience=3, lradj="type1"), ["context 104 / patch 8: ILI is too short for 512"]
+    return _flags(seq_len=512, patch_len=64, d_model=192, decoder_d_model=128, ap_levels=3, e_layers=2, d_layers=2,
+                  dropout=0.2, head_dropout=0.2, use_norm=True, batch_size=64, learning_rate=0.001, train_epochs=10,
+                  patience=3, lradj="type1"), ["lr 1e-3, batch 64, 10 epochs chosen here"]
+
+
+MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer, "timesnet": timesnet,
+          "timemixer": timemixer, "timer": timer, "timer_xl": timer_xl, "ttm": ttm}
+
+
+def _render(flags: dict) -> str:
+    parts = []
+    for key, value in flags.items():
+        if value is True:
+            parts.append(f"--{key}")
+        elif isinstance(value, dict):
+            parts.append(f'--{key} "${{{key}[$pred_len]}}"')
+        elif value is not False:
+            parts.append(f"--{key} {value}")
+    return " \\\n  ".join(" ".join(parts[i:i + 4]) for i in range(0, len(parts), 4))
+
+
+def _per_horizon(flags: dict) -> list:
+    """bash associative arrays for the values that vary with the horizon."""
+    return [f"declare -A {key}=(" + " ".join(f"[{h}]={v}" for h, v in value.items()) + ")"
+            for key, value in flags.items() if isinstance(value, dict)]
+
+
+def script(model: str, ds: str) -> str:
+    data, folder, file, horizons = DATASETS[ds]
+    flags, notes = MODELS[model](ds)
+    where = f'--data {data} --root_path "$DATA_ROOT/{folder}/"' + (f" --data_path {file}" if file else "")
+    lines = ["#!/usr/bin/env bash", f"# {model} on {ds}: {SOURCES[model]}."]
+    lines += [f"# Note: {n}." for n in notes]
+    lines += ["# Generated by scripts/make_scripts.py; extra arguments are passed to run.py.",
+              "set -euo pipefail", 'cd "$(dirname "$0")/../.."', "source scripts/launch.sh", ""]
+    body = _render(flags)
+    lines += [f"horizons=(${{HORIZONS:-{' '.join(map(str, horizons))}}})  # HORIZONS=\"96\" runs one"]
+    if model in AUTOREGRESSIVE:
+        lines += [f"common=(--model {model} --model_id {ds} {where}", f"  {body})", "",
+                  "# one model, trained once, then rolled out to every horizon",
+                  'launch "${common[@]}" --test_pred_len "${horizons[0]}" "$@"',
+                  'for test_pred_len in "${horizons[@]:1}"; do',
+                  '  launch "${common[@]}" --is_training 0 --test_pred_len "$test_pred_len" "$@"', "done"]
+    else:
+        lines += _per_horizon(flags)
+        lines += ['for pred_len in "${horizons[@]}"; do',
+                  f"  launch --model {model} --nonautoregressive --model_id {ds} {where} \\",
+                  '  --output_token_len "$pred_len" \\', f"  {body} \"$@\"", "done"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    for model in MODELS:
+        for ds in DATASETS:
+            path = os.path.join(OUT, f"{model}_{ds}.sh")
+            with open(path, "w") as f:
+                f.write(script(model, ds))
+            os.chmod(path, 0o755)
+
+
+if __name__ == "__main__":
+    main()

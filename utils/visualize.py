@@ -1,0 +1,40 @@
+"""PNG plots of test forecasts and loss curves (written by the main rank only, through RunOutputs)."""
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+
+def plot_forecast(path: str, history, truth, forecast, panels: list, title: str) -> None:
+    """One window: for each (name, channel) panel, the input history, then truth and forecast after it."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
+    past = range(-len(history) + 1, 1)
+    future = range(1, len(truth) + 1)
+    for ax, (name, channel) in zip(axes[:, 0], panels):
+        ax.plot(past, history[:, channel], color="0.4", lw=1, label="history")
+        ax.plot(future, truth[:, channel], color="C0", lw=1.2, label="truth")
+        ax.plot(future, forecast[:, channel], color="C3", lw=1.2, label="forecast")
+        ax.axvline(0.5, color="0.7", lw=0.8, ls="--")
+        ax.set_ylabel(f"{name} (scaled)")
+        ax.legend(loc="upper left", fontsize=8)
+    axes[0, 0].set_title(title)
+    axes[-1, 0].set_xlabel("time step relative to the forecast origin")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_losses(path: str, rows: list) -> None:
+    epochs = [r["epoch"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("train_loss", "train"), ("vali_loss", "validation"), ("test_loss", "test")):
+        ax.plot(epochs, [r[key] for r in rows], marker="o", label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("MSE")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
