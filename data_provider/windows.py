@@ -1,7 +1,8 @@
-"""The one windowed dataset: batches are gathered by index arithmetic from one float32 tensor.
+"""The one windowed dataset: batches are gathered from one float32 tensor.
 
 No window is materialised ahead of time and there is no per-sample __getitem__ + collate:
-a batch of B windows is `series[starts[:, None] + offsets]`, one vectorised gather.
+`series.unfold` views every window without copying, and a batch of B windows is one index_select
+of that view; x and y are slices of the gathered block.
 """
 from typing import NamedTuple
 
@@ -10,9 +11,11 @@ from torch.utils.data import DistributedSampler
 
 from utils.dist import shard_range
 
+GATHER_BYTES = 4 << 20  # largest block gathered at once: a few small batches, never a whole epoch
+
 
 class Batch(NamedTuple):
-    x: torch.Tensor              # (B, seq_len, C)
+    x: torch.Tensor              # (B, seq_len, C), a view
     y: torch.Tensor              # (B, len(y_offsets), C)
     x_mark: torch.Tensor | None  # (B, seq_len + horizon, F): time features of the whole window, for rolling
 
@@ -38,17 +41,22 @@ class WindowDataset:
 
     def __init__(self, series: torch.Tensor, marks: torch.Tensor | None, begin: int, end: int, seq_len: int,
                  y_offsets: torch.Tensor, univariate: bool = False, subset: torch.Tensor | None = None):
-        self.series, self.marks = series, marks
-        self.seq_len, self.univariate = seq_len, univariate
-        device = series.device
-        self.x_offsets = torch.arange(seq_len, device=device)
-        self.y_offsets = y_offsets.to(device)
+        self.series, self.seq_len, self.univariate = series, seq_len, univariate
         self.window_len = max(seq_len, int(y_offsets.max()) + 1)
-        self.mark_offsets = torch.arange(self.window_len, device=device)
         self.begin = begin
         self.n_starts = max(end - begin - self.window_len + 1, 0)
         self.n_channels = series.shape[1]
-        self.subset = None if subset is None else subset.to(device)
+        self.n_channels_out = 1 if univariate else self.n_channels
+        # (start, channel, time) views of every window: a batch is one index_select, nothing is copied ahead
+        self.windows = series[begin:end].unfold(0, self.window_len, 1) if self.n_starts else None
+        self.mark_windows = None if marks is None or not self.n_starts else \
+            marks[begin:end].unfold(0, self.window_len, 1)
+        steps = y_offsets[1:] - y_offsets[:-1]
+        if bool((steps == 1).all()):  # direct, test, and autoregressive with output = input token length
+            self.y_index = slice(int(y_offsets[0]), int(y_offsets[-1]) + 1)  # y is a view of the window
+        else:
+            self.y_index = y_offsets.to(series.device)
+        self.subset = None if subset is None else subset.to(series.device)
 
     @property
     def n_windows(self) -> int:
@@ -59,24 +67,18 @@ class WindowDataset:
         return self.n_windows if self.subset is None else len(self.subset)
 
     def gather(self, idx: torch.Tensor) -> Batch:
-        """Windows `idx` (positions in this dataset) as one batch."""
+        """Windows `idx` (positions in this dataset) as one batch: x and y are views of one gathered block."""
         idx = idx.to(self.series.device)
         if self.subset is not None:
             idx = self.subset[idx]
         if self.univariate:
-            channel, start = idx // self.n_starts, idx % self.n_starts
+            start = idx % self.n_starts
+            window = self.windows[start, idx // self.n_starts].unsqueeze(-1)  # (B, W, 1)
         else:
-            channel, start = None, idx
-        start = start + self.begin
-        x = self._take(start[:, None] + self.x_offsets, channel)
-        y = self._take(start[:, None] + self.y_offsets, channel)
-        x_mark = None if self.marks is None else self.marks[start[:, None] + self.mark_offsets]
-        return Batch(x, y, x_mark)
-
-    def _take(self, rows: torch.Tensor, channel: torch.Tensor | None) -> torch.Tensor:
-        if channel is None:
-            return self.series[rows]
-        return self.series[rows, channel[:, None]].unsqueeze(-1)
+            start = idx
+            window = self.windows.index_select(0, idx).transpose(1, 2)  # (B, W, C)
+        x_mark = None if self.mark_windows is None else self.mark_windows.index_select(0, start).transpose(1, 2)
+        return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark)
 
 
 class WindowLoader:
@@ -92,17 +94,27 @@ class WindowLoader:
     def __len__(self) -> int:
         return -(-len(self.order) // self.batch_size)
 
-    def group_sizes(self, group: int) -> list:
-        """Windows in each run of `group` consecutive batches (gradient accumulation)."""
-        sizes = [self.batch_size] * (len(self.order) // self.batch_size)
-        if len(self.order) % self.batch_size:
-            sizes.append(len(self.order) % self.batch_size)
-        return [sum(sizes[i:i + group]) for i in range(0, len(sizes), group)]
+    def batch_sizes(self) -> list:
+        full, rest = divmod(len(self.order), self.batch_size)
+        return [self.batch_size] * full + ([rest] if rest else [])
+
+    def accumulation_weights(self, group: int) -> list:
+        """Each batch's share of the windows in its run of `group` consecutive batches (gradient
+        accumulation): weighting batch mean losses by it gives the mean loss of the whole run."""
+        sizes = self.batch_sizes()
+        totals = [sum(sizes[i - i % group:i - i % group + group]) for i in range(len(sizes))]
+        return [size / total for size, total in zip(sizes, totals)]
 
     def __iter__(self):
         indices = torch.as_tensor(list(self.order), dtype=torch.long, device=self.dataset.series.device)
-        for idx in indices.split(self.batch_size):
-            yield self.dataset.gather(idx)
+        # Small batches are gathered a few at a time (up to GATHER_BYTES per gather), so the fixed cost of
+        # one gather call is shared; a batch is then a slice of the block, and nothing is copied again.
+        per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
+        group = max(1, GATHER_BYTES // per_batch)
+        for chunk in indices.split(self.batch_size * group):
+            block = self.dataset.gather(chunk)
+            for start in range(0, len(chunk), self.batch_size):
+                yield Batch(*(None if t is None else t[start:start + self.batch_size] for t in block))
 
 
 def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int, seed: int,

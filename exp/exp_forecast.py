@@ -49,11 +49,11 @@ class ExpForecast:
         self.device = env.device
         if args.compile:
             model.compile()  # in place: state_dict keys and model.module stay as they are
-        if env.ddp:
+        if env.ddp and env.world_size > 1:  # with one rank there is nothing to all-reduce: DDP would only cost
             # BatchNorm statistics are synchronised, so every rank's buffers are equal: no per-step broadcast
             model = DDP(sync_batchnorm(model, self.device).to(self.device),
                         device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                        find_unused_parameters=args.find_unused_parameters, broadcast_buffers=False)
+                        find_unused_parameters=args.find_unused_parameters, forward_sync_buffers=False)
             self.no_sync = model.no_sync
         else:
             model = model.to(self.device)
@@ -63,8 +63,9 @@ class ExpForecast:
         self.world_factor = world_factor(args.lr_scale, env.world_size)
         self.effective_lr = args.learning_rate * self.world_factor
         # fp16 needs loss scaling; bf16 (used on CPU) keeps fp32's range and does not
-        self.amp_dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and self.amp_dtype == torch.float16)
+        amp_dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        self.autocast = torch.autocast(self.device.type, dtype=amp_dtype, enabled=args.use_amp)  # reused each call
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and amp_dtype == torch.float16)
         sets, bs = data.datasets, args.batch_size
         self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, args.seed),
                         "val": eval_loader(sets["val"], bs, env.rank, env.world_size),
@@ -103,7 +104,7 @@ class ExpForecast:
     # ---- forward: shared by train, vali and test -------------------------------------------------
     def _call(self, model: nn.Module, x: torch.Tensor, batch: Batch, shift: int) -> torch.Tensor:
         x_mark = None if batch.x_mark is None else batch.x_mark[:, shift:shift + self.args.seq_len]
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.args.use_amp):
+        with self.autocast:
             return model(x, x_mark).float()
 
     def _forward(self, model: nn.Module, batch: Batch, rollout: bool = False):
@@ -187,37 +188,38 @@ class ExpForecast:
         """One pass over the training windows; with accum_steps N, one optimizer step per N micro-batches,
         each micro-loss weighted by its share of the group, so the update equals one N-times larger batch.
 
-        Non-finite losses are noted on the device (no per-step sync) and raised, on every rank alike,
-        at the end of the epoch with the first step where one appeared.
+        Step losses stay on the device (no per-step sync) and are read once, at the end of the epoch.
         """
         self.model.train()
         accum = self.args.accum_steps
-        group_sizes = loader.group_sizes(accum)
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        first_bad = torch.full((), NO_STEP, dtype=torch.float64, device=self.device)
-        count = 0
+        weights = loader.accumulation_weights(accum)
+        losses = torch.empty(len(loader), device=self.device)
         batches = tqdm(loader, desc=f"epoch {epoch + 1}", leave=False, disable=not self.env.is_main or None)
         for i, batch in enumerate(batches):
             last_micro = (i + 1) % accum == 0 or i + 1 == len(loader)
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
-                with self.forward_timer.measure():
+                with self.forward_timer:
                     pred, true = self._forward(self.model, batch)
                     loss = self.criterion(pred, true)
-                self.scaler.scale(loss * (len(pred) / group_sizes[i // accum])).backward()
+                self.scaler.scale(loss if accum == 1 else loss * weights[i]).backward()
             if last_micro:
                 self.scaler.step(optimizer)
                 self.scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
-            loss = loss.detach()
-            first_bad = torch.where(torch.isfinite(loss) | (first_bad < NO_STEP), first_bad, i + 1)
-            total += loss * len(pred)  # stays on the device: no per-step sync
-            count += len(pred)
+            losses[i] = loss.detach()
+        return self._epoch_loss(losses, loader.batch_sizes(), epoch)
+
+    def _epoch_loss(self, losses: torch.Tensor, sizes: list, epoch: int) -> float:
+        """Global mean training loss; every rank alike raises if any rank had a non-finite step loss."""
+        bad = ~torch.isfinite(losses)
+        first_bad = torch.where(bad.any(), bad.double().argmax() + 1, NO_STEP)
         first_bad = all_reduce_min(first_bad).item()
         if first_bad < NO_STEP:
             raise TrainingError(f"non-finite training loss at epoch {epoch + 1}, step {int(first_bad)} of "
-                                f"{len(loader)}: lower --learning_rate, try --use_amp off, or check the data")
-        return global_mean(total, torch.tensor(count, device=self.device)).item()
+                                f"{len(losses)}: lower --learning_rate, try --use_amp off, or check the data")
+        sizes = torch.tensor(sizes, dtype=torch.float64, device=self.device)
+        return global_mean((losses.double() * sizes).sum(), sizes.sum()).item()
 
     def _warn_slow_ranks(self, epoch: int, seconds_per_step: float) -> None:
         """A GPU shared with another job slows the whole group: name the ranks well behind the median.

@@ -1,11 +1,10 @@
-import contextlib
 import time
 
 import torch
 
 
 class RegionTimer:
-    """Seconds spent inside `measure()` regions over an epoch, without a per-step sync:
+    """Seconds spent inside `with timer:` regions over an epoch, without a per-step sync:
     wall-clock on CPU, CUDA events on a GPU (read once, by total())."""
 
     def __init__(self, device: torch.device):
@@ -13,20 +12,22 @@ class RegionTimer:
         self.reset()
 
     def reset(self) -> None:
-        self.seconds, self.events = 0.0, []
+        self.seconds, self.events, self._start = 0.0, [], None
 
-    @contextlib.contextmanager
-    def measure(self):
+    def __enter__(self):
         if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            yield
-            end.record()
-            self.events.append((start, end))
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
         else:
-            start = time.perf_counter()
-            yield
-            self.seconds += time.perf_counter() - start
+            self._start = time.perf_counter()
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self.events.append((self._start, end))
+        else:
+            self.seconds += time.perf_counter() - self._start
 
     def total(self) -> float:
         if self.events:

@@ -44,14 +44,15 @@ def activation(name: str) -> nn.Module:
 
 
 class BatchNormTokens(nn.Module):
-    """BatchNorm1d over the features of (B, S, D) tokens (PatchTST's normalisation)."""
+    """BatchNorm1d over the features of (B, S, D) tokens (PatchTST's normalisation), on a (B*S, D) view:
+    the same statistics as over (B, D, S), without transposing copies."""
 
     def __init__(self, d_model: int):
         super().__init__()
         self.norm = nn.BatchNorm1d(d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.transpose(1, 2)).transpose(1, 2)
+        return self.norm(x.reshape(-1, x.shape[-1])).view(x.shape)
 
 
 class EncoderLayer(nn.Module):
