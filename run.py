@@ -65,6 +65,10 @@ def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
         raise ConfigError(f"--resume {args.resume}: no such checkpoint (use --resume auto to start fresh if absent)")
     if args.adaptation and not os.path.isfile(args.pretrain_model_path):
         raise ConfigError(f"--pretrain_model_path {args.pretrain_model_path}: no such file")
+    per_step = args.batch_size * args.accum_steps * env.world_size
+    if len(data.datasets["train"]) < per_step:
+        raise ConfigError(f"the train split has {len(data.datasets['train'])} windows, fewer than one step of "
+                          f"batch_size x accum_steps x world size = {per_step}; use a smaller batch or more data")
     for split in ("val", "test"):
         if env.world_size > len(data.datasets[split]):
             raise ConfigError(f"world size {env.world_size} exceeds the {len(data.datasets[split])} {split} windows: "

@@ -84,18 +84,19 @@ class WindowDataset:
 class WindowLoader:
     """Iterates batches of a WindowDataset in the order given by a sampler or an index range."""
 
-    def __init__(self, dataset: WindowDataset, batch_size: int, order):
-        self.dataset, self.batch_size, self.order = dataset, batch_size, order
+    def __init__(self, dataset: WindowDataset, batch_size: int, order, multiple: int = 1):
+        """multiple: use the largest multiple of this many windows of `order` (training: whole batches)."""
+        self.dataset, self.batch_size, self.order, self.multiple = dataset, batch_size, order, multiple
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(self.order, DistributedSampler):
             self.order.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return -(-len(self.order) // self.batch_size)
+        return len(self.batch_sizes())
 
     def batch_sizes(self) -> list:
-        full, rest = divmod(len(self.order), self.batch_size)
+        full, rest = divmod(len(self.order) // self.multiple * self.multiple, self.batch_size)
         return [self.batch_size] * full + ([rest] if rest else [])
 
     def accumulation_weights(self, group: int) -> list:
@@ -107,6 +108,7 @@ class WindowLoader:
 
     def __iter__(self):
         indices = torch.as_tensor(list(self.order), dtype=torch.long, device=self.dataset.series.device)
+        indices = indices[:sum(self.batch_sizes())]
         # Small batches are gathered a few at a time (up to GATHER_BYTES per gather), so the fixed cost of
         # one gather call is shared; a batch is then a slice of the block, and nothing is copied again.
         per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
@@ -118,11 +120,15 @@ class WindowLoader:
 
 
 def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int, seed: int,
-                 shuffle: bool = True) -> WindowLoader:
-    """DistributedSampler in every run (world 1 included), so single-process and DDP share one path."""
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed,
+                 accum_steps: int = 1) -> WindowLoader:
+    """DistributedSampler in every run (world 1 included), so single-process and DDP share one path.
+
+    An incomplete last batch (or accumulation group) is dropped, as in the DLinear/PatchTST/TSLib code:
+    a step on a window or two at full learning rate is mostly noise, and the next epoch's order differs.
+    """
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
                                  drop_last=False)
-    return WindowLoader(dataset, batch_size, sampler)
+    return WindowLoader(dataset, batch_size, sampler, multiple=batch_size * accum_steps)
 
 
 def eval_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int) -> WindowLoader:

@@ -67,7 +67,8 @@ class ExpForecast:
         self.autocast = torch.autocast(self.device.type, dtype=amp_dtype, enabled=args.use_amp)  # reused each call
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and amp_dtype == torch.float16)
         sets, bs = data.datasets, args.batch_size
-        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, args.seed),
+        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, args.seed,
+                                              args.accum_steps),
                         "val": eval_loader(sets["val"], bs, env.rank, env.world_size),
                         "test": eval_loader(sets["test"], bs, env.rank, env.world_size)}
         # the payload is built lazily, so ranks that do not write never serialise state

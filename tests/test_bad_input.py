@@ -4,6 +4,7 @@ The cases are the rows of the README's bad-input table; a test keeps the two in 
 """
 import os
 import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -63,6 +64,7 @@ CASES = {
     "split shorter than a window": (lambda p: _write(p, "t.csv", _frame(n=120)), "split has"),
     "incompatible token lengths": (lambda p: ["--input_token_len", "20"], "must be a multiple of --input_token_len"),
     "batch_size < 1": (lambda p: ["--batch_size", "0"], "--batch_size must be >= 1"),
+    "batch larger than the training split": (lambda p: ["--batch_size", "400"], "fewer than one step"),
     "mode the model lacks": (lambda p: ["--model", "dlinear"], "is not autoregressive"),
     "covariates for a channel-independent model": (lambda p: ["--model", "patchtst", "--nonautoregressive",
                                                               "--covariate"], "channel-independent"),
@@ -90,7 +92,7 @@ def test_bad_input_is_one_clear_error(tiny_args, tmp_path, case):
 
 
 def test_more_ranks_than_validation_windows_for_a_fake_world(tiny_args):
-    args = parse_args(tiny_args)
+    args = parse_args(tiny_args + ["--batch_size", "1"])
     validate(args)
     data = build_data(args, torch.device("cpu"), True, False)
     run.preflight(args, DistEnv(0, 0, 46, torch.device("cpu"), "gloo", True), data)  # 46 val windows: fine
@@ -106,8 +108,10 @@ def test_cli_reports_a_user_error_in_one_line_with_exit_code_2(tiny_args, tmp_pa
 
 def test_bad_input_under_ddp_ends_every_rank(tiny_args, tmp_path):
     args = tiny_args + _write(tmp_path, "t.csv", _frame(a=[np.nan] + [1.0] * 299))
+    start = time.time()
     proc = run_cli(args, tmp_path, timeout=120, nproc=2)
-    assert proc.returncode != 0
+    assert proc.returncode != 0 and time.time() - start < 60
+    # both ranks fail alike; the first to exit makes torchrun stop the other, which may not get to print
     errors = [line for line in proc.stderr.splitlines() if "error: " in line and "NaN/inf" in line]
-    assert len(errors) == 2 and sum(e.startswith("[rank 1] error: ") for e in errors) == 1, errors
+    assert 1 <= len(errors) <= 2, proc.stderr[-2000:]
     assert f'{REPO}/run.py", line' not in proc.stderr, "a user error prints no traceback of ours (torchrun adds its own)"

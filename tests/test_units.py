@@ -40,6 +40,14 @@ def test_eval_loaders_of_all_ranks_together_see_each_window_once():
     assert sorted(i for b in seen for i in b) == list(range(len(ds)))
 
 
+def test_training_drops_an_incomplete_last_batch_or_accumulation_group():
+    ds = WindowDataset(torch.arange(100, dtype=torch.float32)[:, None], None, 0, 100, 4, direct_offsets(4, 2))
+    assert train_loader(ds, 8, 0, 1, seed=0).batch_sizes() == [8] * 11              # 95 windows: 7 dropped
+    assert train_loader(ds, 8, 0, 1, seed=0, accum_steps=3).batch_sizes() == [8] * 9  # whole groups of 24
+    assert sum(len(b.x) for b in train_loader(ds, 8, 0, 1, seed=0)) == 88
+    assert eval_loader(ds, 8, 0, 1).batch_sizes() == [8] * 11 + [7]                   # evaluation keeps all
+
+
 def test_train_sampler_shards_of_a_fake_world_reassemble_the_single_process_batches():
     series = torch.arange(100, dtype=torch.float32)[:, None]
     ds = WindowDataset(series, None, 0, 99, 4, direct_offsets(4, 2))  # 94 windows: no sampler padding
