@@ -82,7 +82,7 @@ def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
 
 
 def run_repetition(args, env: dist.DistEnv, data: DataBundle, model: torch.nn.Module, itr: int) -> dict:
-    exp = ExpForecast(args, env, data, model)
+    exp = ExpForecast(args, env, data, model, itr)
     setting = setting_name(args, itr)
     if args.is_training:
         log.info(">>> training %s", setting)

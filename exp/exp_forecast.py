@@ -44,7 +44,8 @@ def setting_name(args, itr: int = 0) -> str:
 
 
 class ExpForecast:
-    def __init__(self, args, env: DistEnv, data: DataBundle, model: nn.Module):
+    def __init__(self, args, env: DistEnv, data: DataBundle, model: nn.Module, repetition: int = 0):
+        """repetition i of --itr shuffles the training windows with seed + i, as it initialises the model."""
         self.args, self.env, self.data = args, env, data
         self.device = env.device
         if args.compile:
@@ -67,8 +68,8 @@ class ExpForecast:
         self.autocast = torch.autocast(self.device.type, dtype=amp_dtype, enabled=args.use_amp)  # reused each call
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and amp_dtype == torch.float16)
         sets, bs = data.datasets, args.batch_size
-        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, args.seed,
-                                              args.accum_steps),
+        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size,
+                                              args.seed + repetition, args.accum_steps),
                         "val": eval_loader(sets["val"], bs, env.rank, env.world_size),
                         "test": eval_loader(sets["test"], bs, env.rank, env.world_size)}
         # the payload is built lazily, so ranks that do not write never serialise state

@@ -37,7 +37,7 @@ def test_report_compares_with_the_paper_and_marks_misses(tmp_path):
             if line.startswith("| ETTh1") or line.startswith("| mydata")}
     assert "0.370 | 0.375 | -1.3%" in rows["96/dlinear"]            # better than the paper: no mark
     assert "0.430 | 0.405 | **+6.2%** ✗" in rows["192/dlinear"]      # mean of two runs, 6% worse: marked
-    assert rows["192/dlinear"].endswith("| 2 |")
+    assert rows["192/dlinear"].endswith("| 2: 0.420–0.440 |")
     assert "| — | — |" in rows["24/timer_xl"]                         # no published number: shown, not compared
     assert "3 cells; 1 worse than the paper's MSE by more than 2%" in text
 

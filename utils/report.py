@@ -3,8 +3,9 @@
     python -m utils.report RESULTS_DIR [--reference scripts/reproduce/paper_results.csv] [--out FILE]
 
 Reads every metrics.json under RESULTS_DIR (runs still missing are simply absent), averages repeated
-runs of the same cell, matches the paper's number with the same model, dataset, lookback and
-horizon, and marks cells whose MSE is worse than the paper's by more than --tolerance (2%).
+runs of the same cell (and shows their MSE range), matches the paper's number with the same model,
+dataset, lookback and horizon, and marks cells whose MSE is worse than the paper's by more than
+--tolerance (2%).
 """
 import argparse
 import csv
@@ -50,16 +51,22 @@ def _gap_cell(gap: float | None, tolerance: float) -> str:
     return f"**{text}** ✗" if gap > tolerance else text
 
 
+def _runs_cell(mses: list) -> str:
+    return "1" if len(mses) == 1 else f"{len(mses)}: {min(mses):.3f}–{max(mses):.3f}"
+
+
 def build_table(runs: dict, reference: dict, tolerance: float = 0.02) -> tuple:
     """(markdown table, number of cells worse than the paper by more than tolerance)."""
     order = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7,
              "ILI": 8}
-    lines = ["| dataset | horizon | model | lookback | MSE | paper MSE | MSE gap | MAE | paper MAE | MAE gap | runs |",
+    lines = ["| dataset | horizon | model | lookback | MSE | paper MSE | MSE gap | MAE | paper MAE | MAE gap "
+             "| runs: MSE range |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     misses = 0
     for key in sorted(runs, key=lambda k: (order.get(k[0], 99), k[0], k[1], k[2], k[3])):
         dataset, horizon, model, seq_len = key
-        mse = sum(m["mse"] for m in runs[key]) / len(runs[key])
+        mses = [m["mse"] for m in runs[key]]
+        mse = sum(mses) / len(mses)
         mae = sum(m["mae"] for m in runs[key]) / len(runs[key])
         paper = reference.get(key)
         paper_mse = float(paper["mse"]) if paper else None
@@ -68,7 +75,7 @@ def build_table(runs: dict, reference: dict, tolerance: float = 0.02) -> tuple:
         misses += mse_gap is not None and mse_gap > tolerance
         lines.append(f"| {dataset} | {horizon} | {model} | {seq_len} | {mse:.3f} | {_cell(paper_mse)} | "
                      f"{_gap_cell(mse_gap, tolerance)} | {mae:.3f} | {_cell(paper_mae)} | "
-                     f"{_gap_cell(_gap(mae, paper_mae), tolerance)} | {len(runs[key])} |")
+                     f"{_gap_cell(_gap(mae, paper_mae), tolerance)} | {_runs_cell(mses)} |")
     return "\n".join(lines), misses
 
 

@@ -183,8 +183,9 @@ def eval_seconds(exp: ExpForecast) -> float:
 
 
 def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, steps: int | None) -> float:
-    """Our DDP code path at world size 1 (a real process group, DDP wrapper) against the plain path,
-    measured in this process with interleaved rounds."""
+    """Our DDP code path at world size 1 (a real process group; Exp leaves out the DDP wrapper, which
+    would have nothing to all-reduce) against the plain path, measured in this process with interleaved
+    rounds."""
     port = 29000 + os.getpid() % 1000
     torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                          init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
