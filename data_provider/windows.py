@@ -99,13 +99,6 @@ class WindowLoader:
         full, rest = divmod(len(self.order) // self.multiple * self.multiple, self.batch_size)
         return [self.batch_size] * full + ([rest] if rest else [])
 
-    def accumulation_weights(self, group: int) -> list:
-        """Each batch's share of the windows in its run of `group` consecutive batches (gradient
-        accumulation): weighting batch mean losses by it gives the mean loss of the whole run."""
-        sizes = self.batch_sizes()
-        totals = [sum(sizes[i - i % group:i - i % group + group]) for i in range(len(sizes))]
-        return [size / total for size, total in zip(sizes, totals)]
-
     def __iter__(self):
         indices = torch.as_tensor(list(self.order), dtype=torch.long, device=self.dataset.series.device)
         indices = indices[:sum(self.batch_sizes())]

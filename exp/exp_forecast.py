@@ -188,22 +188,22 @@ class ExpForecast:
 
     def _train_epoch(self, loader, optimizer, scheduler, epoch: int) -> float:
         """One pass over the training windows; with accum_steps N, one optimizer step per N micro-batches,
-        each micro-loss weighted by its share of the group, so the update equals one N-times larger batch.
+        each micro-loss divided by N (the loader yields whole groups of equal batches), so the update equals
+        one N-times larger batch.
 
         Step losses stay on the device (no per-step sync) and are read once, at the end of the epoch.
         """
         self.model.train()
         accum = self.args.accum_steps
-        weights = loader.accumulation_weights(accum)
         losses = torch.empty(len(loader), device=self.device)
         batches = tqdm(loader, desc=f"epoch {epoch + 1}", leave=False, disable=not self.env.is_main or None)
         for i, batch in enumerate(batches):
-            last_micro = (i + 1) % accum == 0 or i + 1 == len(loader)
+            last_micro = (i + 1) % accum == 0
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
                 with self.forward_timer:
                     pred, true = self._forward(self.model, batch)
                     loss = self.criterion(pred, true)
-                self.scaler.scale(loss if accum == 1 else loss * weights[i]).backward()
+                self.scaler.scale(loss if accum == 1 else loss / accum).backward()
             if last_micro:
                 self.scaler.step(optimizer)
                 self.scaler.update()

@@ -14,7 +14,6 @@ and 2, and the speed of --use_amp and --compile. Numbers only; nothing here is a
 import argparse
 import contextlib
 import csv
-import gc
 import glob
 import os
 import platform
@@ -108,10 +107,9 @@ def rounds_of(repeats: int, *measurements) -> list:
     return [[m() for m in measurements] for _ in range(repeats)]
 
 
-def best_of(repeats: int, *measurements) -> list:
-    """Each measurement's minimum over interleaved rounds."""
-    rounds = rounds_of(repeats, *measurements)
-    return [min(r[i] for r in rounds) for i in range(len(measurements))]
+def minima(rounds: list) -> list:
+    """Each measurement's minimum over the rounds."""
+    return [min(column) for column in zip(*rounds)]
 
 
 def median_ratio(rounds: list, a: int, b: int) -> float:
@@ -191,10 +189,8 @@ def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, step
                                          init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         plain, _ = make_exp(name, data_root, device)
-        wrapped, _ = make_exp(name, data_root, device, ddp=True)
-        rounds = rounds_of(9 if steps is None else 2, lambda: ours(plain, steps)[0], lambda: ours(wrapped, steps)[0])
-        del wrapped
-        gc.collect()  # DDP's reducer goes before the process group
+        ddp_path, _ = make_exp(name, data_root, device, ddp=True)
+        rounds = rounds_of(9 if steps is None else 2, lambda: ours(plain, steps)[0], lambda: ours(ddp_path, steps)[0])
     finally:
         torch.distributed.destroy_process_group()
     return median_ratio(rounds, 1, 0) - 1
@@ -234,7 +230,7 @@ def options_speed(name: str, data_root: str, device: torch.device, steps: int) -
         exp, _ = make_exp(name, data_root, device, extra)
         ours(exp, 3)  # compiles
         runs[label] = exp
-    seconds = best_of(3, *(lambda e=e: ours(e, steps)[0] for e in runs.values()))
+    seconds = minima(rounds_of(3, *(lambda e=e: ours(e, steps)[0] for e in runs.values())))
     return {label: steps / s for label, s in zip(runs, seconds)}
 
 
@@ -262,7 +258,7 @@ def main() -> None:
         repeats = 9 if name == "dlinear" else 1  # DLinear epochs take a fraction of a second: noise matters
         rounds = rounds_of(repeats, lambda: ours(exp, steps)[0], lambda: fetch_only(exp, steps),
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
-        ours_s, fetch_s, limit_s, field_s = (min(r[i] for r in rounds) for i in range(4))
+        ours_s, fetch_s, limit_s, field_s = minima(rounds)
         eval_s = eval_seconds(exp)
         per_epoch = ours_s * len(exp.loaders["train"]) / n_steps
         print(f"\n== {name} ({sum(p.numel() for p in exp.model.parameters()):,} parameters, "
