@@ -195,7 +195,7 @@ class ExpForecast:
         """
         self.model.train()
         accum = self.args.accum_steps
-        losses = torch.empty(len(loader), device=self.device)
+        losses = []
         batches = tqdm(loader, desc=f"epoch {epoch + 1}", leave=False, disable=not self.env.is_main or None)
         for i, batch in enumerate(batches):
             last_micro = (i + 1) % accum == 0
@@ -209,8 +209,8 @@ class ExpForecast:
                 self.scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
-            losses[i] = loss.detach()
-        return self._epoch_loss(losses, loader.batch_sizes(), epoch)
+            losses.append(loss.detach())
+        return self._epoch_loss(torch.stack(losses), loader.batch_sizes(), epoch)
 
     def _epoch_loss(self, losses: torch.Tensor, sizes: list, epoch: int) -> float:
         """Global mean training loss; every rank alike raises if any rank had a non-finite step loss."""

@@ -2,6 +2,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities
+from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers
 
@@ -24,7 +25,7 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         self.use_norm = configs.use_norm
-        self.embedding = nn.Sequential(nn.Linear(configs.seq_len, configs.d_model), nn.Dropout(configs.dropout))
+        self.embedding = nn.Sequential(nn.Linear(configs.seq_len, configs.d_model), Dropout(configs.dropout))
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
         self.projection = nn.Linear(configs.d_model, configs.output_token_len)

@@ -3,6 +3,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.base import Capabilities
+from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers
 
@@ -34,9 +35,9 @@ class Model(nn.Module):
         self.use_norm = configs.use_norm
         self.projection = nn.Linear(self.patch_len, configs.d_model)
         self.position = nn.Parameter(torch.empty(n_patches, configs.d_model).uniform_(-0.02, 0.02))
-        self.dropout = nn.Dropout(configs.dropout)
+        self.dropout = Dropout(configs.dropout)
         self.layers = encoder_layers(configs, attn_dropout=0.0, norm="batch")
-        self.head = nn.Sequential(nn.Flatten(start_dim=-2), nn.Dropout(configs.head_dropout),
+        self.head = nn.Sequential(nn.Flatten(start_dim=-2), Dropout(configs.head_dropout),
                                   nn.Linear(n_patches * configs.d_model, configs.output_token_len))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:

@@ -2,6 +2,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities
+from models.layers.dropout import Dropout
 from models.layers.embed import sinusoidal_positions
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers
@@ -27,7 +28,7 @@ class Model(nn.Module):
         super().__init__()
         self.token_len, self.use_norm = configs.input_token_len, configs.use_norm
         self.embedding = nn.Linear(self.token_len, configs.d_model)
-        self.dropout = nn.Dropout(configs.dropout)
+        self.dropout = Dropout(configs.dropout)
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
         self.head = nn.Linear(configs.d_model, configs.output_token_len)

@@ -3,6 +3,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.base import Capabilities
+from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 
 
@@ -37,7 +38,7 @@ class GatedMLP(nn.Module):
         self.fc1 = AxisLinear(size, size * expansion, axis)
         self.fc2 = AxisLinear(size * expansion, size, axis)
         self.gate = AxisLinear(size, size, axis)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.dropout(self.fc2(self.dropout(F.gelu(self.fc1(self.norm(x))))))
@@ -113,7 +114,7 @@ class Model(nn.Module):
         self.decoder = nn.Sequential(*(
             MixerLayer(d_dec, self.n_patches, configs.enc_in, configs.decoder_mode == "mix_channel", self.expansion,
                        configs.dropout) for _ in range(configs.d_layers)))
-        self.head = nn.Sequential(nn.Flatten(start_dim=-2), nn.Dropout(configs.head_dropout),
+        self.head = nn.Sequential(nn.Flatten(start_dim=-2), Dropout(configs.head_dropout),
                                   nn.Linear(self.n_patches * d_dec, configs.output_token_len))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:

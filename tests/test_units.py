@@ -1,14 +1,17 @@
-"""Pure functions: sharding with a fake (rank, world), window indexing, lr scaling, early stopping, metrics."""
+"""Pure functions: sharding with a fake (rank, world), window indexing, lr scaling, dropout, early stopping,
+metrics."""
 import math
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DistributedSampler
 
 from data_provider.factory import split_bounds, time_features
-from data_provider.windows import (WindowDataset, autoregressive_offsets, direct_offsets, eval_loader,
-                                   train_loader)
+from data_provider.windows import (ShuffledShard, WindowDataset, autoregressive_offsets, direct_offsets,
+                                   eval_loader, train_loader)
+from models.layers.dropout import LEVELS, Dropout
 from utils import checkpoint
 from utils.dist import global_mean, shard_range
 from utils.early_stopping import EarlyStopping
@@ -60,6 +63,17 @@ def test_train_sampler_shards_of_a_fake_world_reassemble_the_single_process_batc
 
 
 # ---- window indexing ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n,world", [(94, 1), (94, 2), (10, 4), (3, 8), (1, 3)])
+def test_shuffled_shards_follow_distributed_samplers_order_and_padding(n, world):
+    for rank in range(world):
+        shard = ShuffledShard(n, rank, world, seed=7)
+        sampler = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=7)
+        for epoch in (0, 3):
+            shard.set_epoch(epoch)
+            sampler.set_epoch(epoch)
+            assert shard.indices().tolist() == list(sampler) and len(shard) == len(sampler)
+
+
 def test_autoregressive_targets_are_the_next_token_after_each_input_token():
     off = autoregressive_offsets(seq_len=12, input_token_len=4, output_token_len=3)
     assert off.tolist() == [4, 5, 6, 8, 9, 10, 12, 13, 14]
@@ -136,6 +150,40 @@ def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
     assert lrs[0] == pytest.approx(1e-3)           # warm-up starts at the single-process lr
     assert lrs[5] == pytest.approx(4e-3)           # epoch 1: fully scaled
     assert lrs[10] == pytest.approx(2e-3)          # epoch 2: type1 halves
+
+
+# ---- dropout -----------------------------------------------------------------------------------
+def test_cpu_dropout_drops_independently_with_probability_p_and_keeps_the_mean():
+    torch.manual_seed(0)
+    n, p = 1 << 20, 0.3
+    out = Dropout(p).train()(torch.ones(n))
+    dropped = out == 0
+    sigma = math.sqrt(p * (1 - p) / n)
+    assert abs(dropped.double().mean().item() - p) < 5 * sigma
+    assert torch.all(out[~dropped] == 1 / (1 - round(p * LEVELS) / LEVELS))  # the exact inverse keep rate
+    assert abs(out.double().mean().item() - 1) < 5 * sigma / (1 - p)
+    # the four words of one 64-bit draw are independent: neighbours agree as often as two coin flips
+    agree = (dropped[0::2] == dropped[1::2]).double().mean().item()
+    assert abs(agree - (p * p + (1 - p) * (1 - p))) < 5 * math.sqrt(0.5 / (n / 2))
+
+
+def test_cpu_dropout_follows_the_seed_backpropagates_through_its_mask_and_keeps_the_dtype():
+    layer = Dropout(0.5).train()
+    x = torch.randn(3, 50, requires_grad=True)
+    torch.manual_seed(1)
+    first = layer(x)
+    first.sum().backward()
+    torch.manual_seed(1)
+    assert torch.equal(layer(x), first) and not torch.equal(layer(x), first)
+    assert torch.equal(x.grad, torch.where(first == 0, 0.0, 2.0))
+    assert layer(x.detach().bfloat16()).dtype == torch.bfloat16
+    assert torch.equal(layer.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_compiled_dropout_uses_torch_dropout():
+    layer = torch.compile(Dropout(0.5).train())
+    out = layer(torch.ones(4096))
+    assert set(out.unique().tolist()) == {0.0, 2.0} and 0.4 < (out == 0).double().mean().item() < 0.6
 
 
 # ---- early stopping ----------------------------------------------------------------------------

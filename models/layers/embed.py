@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.layers.dropout import Dropout
+
 
 def sinusoidal_positions(length: int, d_model: int, device=None) -> torch.Tensor:
     """(length, d_model) sine/cosine table of Vaswani et al."""
@@ -36,7 +38,7 @@ class DataEmbedding(nn.Module):
         self.value = TokenEmbedding(c_in, d_model)
         self.position = position
         self.calendar = nn.Linear(n_marks, d_model, bias=False) if n_marks else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None) -> torch.Tensor:
         h = self.value(x)

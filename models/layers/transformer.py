@@ -3,6 +3,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.layers.dropout import Dropout
+
 
 def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0):
     """cos/sin tables of rotary position embedding (Su et al., RoFormer) for integer positions (S,)."""
@@ -65,11 +67,11 @@ class EncoderLayer(nn.Module):
                  attn_dropout: float | None = None, norm: str = "layer"):
         super().__init__()
         self.attention = MultiHeadAttention(d_model, n_heads, dropout if attn_dropout is None else attn_dropout)
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), activation(act), nn.Dropout(dropout),
+        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), activation(act), Dropout(dropout),
                                  nn.Linear(d_ff, d_model))
         make_norm = {"layer": nn.LayerNorm, "batch": BatchNormTokens}[norm]
         self.norm1, self.norm2 = make_norm(d_model), make_norm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, attn_mask=None, rotary=None, is_causal: bool = False) -> torch.Tensor:
         x = self.norm1(x + self.dropout(self.attention(x, attn_mask, rotary, is_causal)))

@@ -88,7 +88,7 @@ def limited(loader: WindowLoader, steps: int | None) -> WindowLoader:
     """The loader's epoch order, cut to its first `steps` batches."""
     if steps is None:
         return loader
-    return WindowLoader(loader.dataset, loader.batch_size, list(loader.order)[:steps * loader.batch_size])
+    return WindowLoader(loader.dataset, loader.batch_size, loader.indices()[:steps * loader.batch_size])
 
 
 def ours(exp: ExpForecast, steps: int | None) -> tuple:
@@ -118,13 +118,20 @@ def median_ratio(rounds: list, a: int, b: int) -> float:
 
 
 def fetch_only(exp: ExpForecast, steps: int | None) -> float:
+    """The loader alone; each batch is dropped before the next, as in training (holding all of them would
+    time the page faults of an epoch's worth of fresh memory instead)."""
     loader = limited(exp.loaders["train"], steps)
-    return timed(lambda: [b for b in loader], exp.device)
+
+    def drain():
+        for _ in loader:
+            pass
+
+    return timed(drain, exp.device)
 
 
-def train_steps(exp: ExpForecast, batches) -> None:
+def train_steps(exp: ExpForecast, optimizer: torch.optim.Optimizer, batches) -> None:
     """Forward/backward/optimizer and nothing else: the same model, loss and fused Adam as ours."""
-    model, optimizer = exp.model, exp._select_optimizer()
+    model = exp.model
     for x, y in batches:
         optimizer.zero_grad(set_to_none=True)
         torch.nn.functional.mse_loss(model(x)[:, -y.shape[1]:], y).backward()
@@ -133,8 +140,9 @@ def train_steps(exp: ExpForecast, batches) -> None:
 
 def model_only(exp: ExpForecast, n_steps: int) -> float:
     batch = next(iter(exp.loaders["train"]))
-    train_steps(exp, [(batch.x, batch.y)] * 3)
-    return timed(lambda: train_steps(exp, [(batch.x, batch.y)] * n_steps), exp.device)
+    optimizer = exp._select_optimizer()  # built outside the timing, as ours() builds its own
+    train_steps(exp, optimizer, [(batch.x, batch.y)] * 3)
+    return timed(lambda: train_steps(exp, optimizer, [(batch.x, batch.y)] * n_steps), exp.device)
 
 
 class FieldStandardDataset(Dataset):
@@ -159,19 +167,21 @@ def field_standard(exp: ExpForecast, steps: int | None) -> float:
     loader = DataLoader(FieldStandardDataset(values, marks, exp.args.seq_len, exp.args.output_token_len),
                         batch_size=exp.args.batch_size, shuffle=True, num_workers=0)
     n = len(loader) if steps is None else steps
+    optimizer = exp._select_optimizer()
 
     def run():
         batches = ((x.float().to(exp.device), y.float().to(exp.device), xm.float().to(exp.device))
                    for (x, y, xm, _), _ in zip(loader, range(n)))
-        train_steps(exp, ((x, y) for x, y, _ in batches))
+        train_steps(exp, optimizer, ((x, y) for x, y, _ in batches))
 
     return timed(run, exp.device)
 
 
 def step_flops(exp: ExpForecast) -> float:
     batch = next(iter(exp.loaders["train"]))
+    optimizer = exp._select_optimizer()
     with FlopCounterMode(display=False) as counter:
-        train_steps(exp, [(batch.x, batch.y)])
+        train_steps(exp, optimizer, [(batch.x, batch.y)])
     return counter.get_total_flops()
 
 
@@ -240,6 +250,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="60 steps instead of full epochs (PatchTST on CPU)")
     p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
+    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
     a = p.parse_args()
     device = torch.device(a.device)
     steps = 60 if a.quick else None
@@ -249,13 +260,13 @@ def main() -> None:
     peak = matmul_peak(device)
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
 
-    for name in MODELS:
+    for name in a.models:
         exp, args = make_exp(name, a.data_root, device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         windows = len(limited(exp.loaders["train"], steps).order)
         n_steps = -(-windows // args.batch_size)
-        repeats = 9 if name == "dlinear" else 1  # DLinear epochs take a fraction of a second: noise matters
+        repeats = 15 if name == "dlinear" else 1  # DLinear epochs take a fraction of a second: noise matters
         rounds = rounds_of(repeats, lambda: ours(exp, steps)[0], lambda: fetch_only(exp, steps),
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
         ours_s, fetch_s, limit_s, field_s = minima(rounds)
@@ -291,6 +302,8 @@ def main() -> None:
     threads = str(torch.get_num_threads())
     print("\n== run.py in fresh processes: fastest epoch of train seconds as run.py logs them ==")
     for name, epochs in (("dlinear", 5), ("patchtst", 1)):
+        if name not in a.models:
+            continue
         plain = run_cli(name, a.data_root, [sys.executable], {"OMP_NUM_THREADS": threads}, epochs)
         torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         one = run_cli(name, a.data_root, [*torchrun, "--nproc_per_node=1"], {"OMP_NUM_THREADS": threads}, epochs)
