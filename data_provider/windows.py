@@ -103,8 +103,8 @@ class ShuffledShard:
     def indices(self) -> torch.Tensor:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         order = torch.randperm(self.n, generator=generator)
-        padded = order.repeat(math.ceil(len(self) * self.world_size / max(self.n, 1)))[:len(self) * self.world_size]
-        return padded[self.rank::self.world_size]
+        total = len(self) * self.world_size  # n, padded up to a multiple of world_size by repeating order
+        return order.repeat(math.ceil(total / max(self.n, 1)))[:total][self.rank::self.world_size]
 
 
 class WindowLoader:
