@@ -22,6 +22,7 @@ import models
 from data_provider.factory import DataBundle, build_data
 from exp.exp_forecast import ExpForecast, setting_name
 from utils import checkpoint, dist
+from utils.allocator import keep_freed_memory
 from utils.args import parse_args, validate
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
@@ -126,6 +127,7 @@ def cli(argv=None) -> list:
 
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
     """
+    keep_freed_memory()  # this process is a training loop: stop glibc refaulting each step's memory
     rank = os.environ.get("RANK", "0")
     prefix = "error: " if rank == "0" else f"[rank {rank}] error: "
     try:

@@ -5,6 +5,7 @@ No window is materialised ahead of time and there is no per-sample __getitem__ +
 of that view; x and y are slices of the gathered block.
 """
 import math
+from itertools import repeat
 from typing import NamedTuple
 
 import torch
@@ -138,9 +139,10 @@ class WindowLoader:
         per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
         group = max(1, GATHER_BYTES // per_batch)
         for chunk in indices.split(self.batch_size * group):
-            block = self.dataset.gather(chunk)
-            for start in range(0, len(chunk), self.batch_size):
-                yield Batch(*(None if t is None else t[start:start + self.batch_size] for t in block))
+            x, y, x_mark = self.dataset.gather(chunk)
+            # one split per tensor makes every batch's views in C++, not a Python slice per batch and tensor
+            marks = repeat(None) if x_mark is None else x_mark.split(self.batch_size)
+            yield from map(Batch, x.split(self.batch_size), y.split(self.batch_size), marks)
 
 
 def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int, seed: int,

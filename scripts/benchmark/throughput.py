@@ -35,6 +35,7 @@ import models  # noqa: E402
 from data_provider.factory import build_data  # noqa: E402
 from data_provider.windows import WindowLoader  # noqa: E402
 from exp.exp_forecast import ExpForecast  # noqa: E402
+from utils.allocator import keep_freed_memory  # noqa: E402
 from utils.args import parse_args, validate  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
 from utils.schedule import build_scheduler  # noqa: E402
@@ -103,8 +104,19 @@ def ours(exp: ExpForecast, steps: int | None) -> tuple:
 
 def rounds_of(repeats: int, *measurements) -> list:
     """`repeats` interleaved rounds of every measurement, so that a slow spell of a shared machine hits
-    them alike; rounds[i][j] is measurement j of round i."""
-    return [[m() for m in measurements] for _ in range(repeats)]
+    them alike; rounds[i][j] is measurement j of round i.
+
+    Each round runs them in a fresh random order: in a fixed order one measurement would always follow the
+    same other one (ours followed the field-standard pipeline, which leaves the caches and heap disturbed).
+    """
+    rng = np.random.default_rng(0)
+    rounds = []
+    for _ in range(repeats):
+        results = [0.0] * len(measurements)
+        for j in rng.permutation(len(measurements)):
+            results[j] = measurements[j]()
+        rounds.append(results)
+    return rounds
 
 
 def minima(rounds: list) -> list:
@@ -252,11 +264,12 @@ def main() -> None:
     p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
     a = p.parse_args()
+    malloc = "fixed thresholds" if keep_freed_memory() else "left as the environment sets it"  # as run.py does
     device = torch.device(a.device)
     steps = 60 if a.quick else None
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "") + f", malloc {malloc}")
     peak = matmul_peak(device)
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
 
