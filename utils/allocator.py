@@ -3,8 +3,9 @@
 A training step frees and allocates the same large blocks every time (a gathered batch, activations,
 gradients). glibc's defaults serve blocks from 128 KiB up (a threshold it raises by itself, to at most
 32 MiB) with mmap, and give a freed heap top larger than twice that back to the OS, so every step
-page-faults its fresh memory in again: ~8,500 minor faults per DLinear epoch on ETTh1 (~10% of its step
-time on a 2-core CPU) and ~8,000 per PatchTST step. Fixed thresholds keep those blocks in the heap.
+page-faults its fresh memory in again: ~8,500 minor faults per DLinear epoch on ETTh1 (several per cent
+of its step time on a 2-core CPU) and ~8,000 per PatchTST step. Fixed thresholds keep those blocks in
+the heap.
 """
 import ctypes
 import os

@@ -106,8 +106,8 @@ def rounds_of(repeats: int, *measurements) -> list:
     """`repeats` interleaved rounds of every measurement, so that a slow spell of a shared machine hits
     them alike; rounds[i][j] is measurement j of round i.
 
-    Each round runs them in a fresh random order: in a fixed order one measurement would always follow the
-    same other one (ours followed the field-standard pipeline, which leaves the caches and heap disturbed).
+    Each round runs them in a fresh random order: in a fixed order each measurement would always start from
+    the caches and heap the same other one left (ours always followed the field-standard pipeline).
     """
     rng = np.random.default_rng(0)
     rounds = []
