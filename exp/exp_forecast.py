@@ -242,7 +242,7 @@ class ExpForecast:
         self.save_checkpoint(lambda: {
             "model": checkpoint.trainable_state(self.raw_model), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": epoch,
-            "step": scheduler.last_epoch, "early_stopping": stopper.state_dict(), "history": list(self.history),
+            "step": scheduler.steps, "early_stopping": stopper.state_dict(), "history": list(self.history),
             "rng": checkpoint.rng_state(), "args": vars(self.args)}, path)
 
     def _resume(self, last_path: str, optimizer, scheduler, stopper: EarlyStopping) -> int:

@@ -152,6 +152,27 @@ def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
     assert lrs[10] == pytest.approx(2e-3)          # epoch 2: type1 halves
 
 
+def test_scheduler_resumed_from_its_state_continues_the_same_lr_sequence():
+    def run(resume_at=None):
+        opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
+        sched = build_scheduler(opt, "cosine", 1e-3, 4, 2.0, steps_per_epoch=3, warmup_epochs=1)
+        lrs = []
+        for step in range(12):
+            if step == resume_at:  # a fresh optimizer and schedule, as a restarted job builds them
+                state, opt = sched.state_dict(), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
+                sched = build_scheduler(opt, "cosine", 1e-3, 4, 2.0, steps_per_epoch=3, warmup_epochs=1)
+                sched.load_state_dict(state)
+            lrs.append(opt.param_groups[0]["lr"])
+            sched.step()
+        return lrs, sched.get_last_lr()
+
+    lrs, last = run()
+    # warm-up from the single-process lr, then the scaled lr along the cosine of the epoch
+    assert lrs[0] == pytest.approx(1e-3) and lrs[3] == pytest.approx(1e-3 * (1 + math.cos(math.pi / 4)))
+    assert lrs[6] == pytest.approx(1e-3)
+    assert run(resume_at=5) == (lrs, last) and last == [pytest.approx(0.0)]  # cosine ends at 0 after 4 epochs
+
+
 # ---- dropout -----------------------------------------------------------------------------------
 def test_cpu_dropout_drops_independently_with_probability_p_and_keeps_the_mean():
     torch.manual_seed(0)
@@ -265,6 +286,8 @@ def test_ett_uses_the_standard_borders_and_scales_on_train_only(tmp_path):
     train_rows = frame.iloc[:12 * month, 1:].to_numpy()
     assert np.allclose(bundle.scaler.mean_, train_rows.mean(0)) and bundle.columns[-1] == "OT"
     assert torch.allclose(train.series[:12 * month].mean(0), torch.zeros(3), atol=1e-4)
+    # row-major although pandas hands out column-major values: a window is one contiguous run of rows
+    assert train.series.is_contiguous() and train.gather(torch.tensor([7, 0, 100])).x.stride() == (120 * 3, 3, 1)
 
 
 def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
