@@ -70,14 +70,18 @@ def split_bounds(split_ends: tuple, seq_len: int) -> dict:
     return {"train": (0, train_end), "val": (train_end - seq_len, val_end), "test": (val_end - seq_len, test_end)}
 
 
+def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
+    """(time, channel) float32 in row-major order, in one conversion: a window is then one contiguous run
+    (pandas hands out column-major values)."""
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(device)
+
+
 def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
     raw = load_raw(args, is_main)
     train_end = raw.split_ends[0]
     scaler = StandardScaler().fit(raw.values[:train_end])
-    # row-major (time, channel): a window is then one contiguous run (pandas hands out column-major values)
-    series = torch.from_numpy(scaler.transform(raw.values)).float().contiguous().to(device)
-    marks = torch.from_numpy(time_features(raw.dates, len(raw.values))).float().contiguous().to(device) \
-        if uses_marks else None
+    series = _row_major(scaler.transform(raw.values), device)
+    marks = _row_major(time_features(raw.dates, len(raw.values)), device) if uses_marks else None
 
     last = direct_offsets(args.seq_len, args.output_token_len)
     fit = last if args.nonautoregressive else \

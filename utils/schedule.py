@@ -53,15 +53,13 @@ class StepSchedule:
     """Sets every param group's lr to its base lr x factor(step) before each optimizer step.
 
     What LambdaLR does, for a fraction of its per-step cost (7 µs against under 2 µs measured, one DLinear
-    step taking ~800 µs): LambdaLR also wraps optimizer.step to check call order. Param groups are only
-    written when the factor changes.
+    step taking ~800 µs): LambdaLR also wraps optimizer.step to check call order.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, factor: Callable[[int], float]):
         self.optimizer, self.factor = optimizer, factor
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.steps = 0  # optimizer steps taken
-        self._applied = None
         self._apply()
 
     def step(self) -> None:
@@ -70,10 +68,8 @@ class StepSchedule:
 
     def _apply(self) -> None:
         factor = self.factor(self.steps)
-        if factor != self._applied:
-            for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
-                group["lr"] = base_lr * factor
-            self._applied = factor
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base_lr * factor
 
     def get_last_lr(self) -> list:
         return [group["lr"] for group in self.optimizer.param_groups]
@@ -82,7 +78,7 @@ class StepSchedule:
         return {"steps": self.steps, "base_lrs": list(self.base_lrs)}
 
     def load_state_dict(self, state: dict) -> None:
-        self.steps, self.base_lrs, self._applied = state["steps"], list(state["base_lrs"]), None
+        self.steps, self.base_lrs = state["steps"], list(state["base_lrs"])
         self._apply()
 
 
