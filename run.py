@@ -141,8 +141,10 @@ def cli(argv=None) -> list:
         _exit(1, f"{prefix}{failure}" if failure else traceback.format_exc().rstrip())
 
 
-def _exit(code: int, message: str) -> None:
-    sys.stderr.write(message + "\n")
+def _exit(code: int, message: str | None = None) -> None:
+    if message:
+        sys.stderr.write(message + "\n")
+    logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -150,3 +152,6 @@ def _exit(code: int, message: str) -> None:
 
 if __name__ == "__main__":
     cli()
+    # Every output is written and closed by now. Skipping the interpreter's teardown of torch's module graph
+    # saves 0.4-0.8 s per run, which adds up over hundreds of short jobs.
+    _exit(0)

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import run
 from tests.conftest import run_cli
@@ -30,7 +31,10 @@ def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
     history = list(csv.DictReader(open(os.path.join(run_dir, "history.csv"))))
     assert [int(h["epoch"]) for h in history] == [1, 2]
     assert set(history[0]) >= {"train_loss", "vali_loss", "test_loss", "lr", "train_seconds", "eval_seconds"}
-    assert any(f.startswith("events.out.tfevents") for f in os.listdir(os.path.join(run_dir, "tensorboard")))
+    # run.py leaves through os._exit: everything must have been flushed and closed before
+    events = EventAccumulator(os.path.join(run_dir, "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("vali_loss")] == [1, 2]
     rows = list(csv.DictReader(open(tmp_path / "results" / "results.csv")))
     assert len(rows) == 1 and float(rows[0]["mse"]) == pytest.approx(metrics["mse"])
     assert "test (105 windows, horizon 16)" in proc.stderr

@@ -284,10 +284,24 @@ def test_ett_uses_the_standard_borders_and_scales_on_train_only(tmp_path):
     assert train.n_windows == 12 * month - 96 - 24 + 1
     assert val.n_windows == 4 * month - 24 + 1 and test.n_windows == 4 * month - 24 + 1
     train_rows = frame.iloc[:12 * month, 1:].to_numpy()
-    assert np.allclose(bundle.scaler.mean_, train_rows.mean(0)) and bundle.columns[-1] == "OT"
+    assert np.allclose(bundle.scaler.mean, train_rows.mean(0)) and bundle.columns[-1] == "OT"
     assert torch.allclose(train.series[:12 * month].mean(0), torch.zeros(3), atol=1e-4)
     # row-major although pandas hands out column-major values: a window is one contiguous run of rows
     assert train.series.is_contiguous() and train.gather(torch.tensor([7, 0, 100])).x.stride() == (120 * 3, 3, 1)
+
+
+def test_standard_scale_matches_sklearn_and_centres_a_constant_channel():
+    from sklearn.preprocessing import StandardScaler
+
+    from data_provider.factory import StandardScale
+    rng = np.random.default_rng(0)
+    rows = np.column_stack([rng.normal(5.0, 3.0, 500), np.full(500, 0.1), rng.integers(0, 9, 500)])
+    ours, reference = StandardScale.fit(rows), StandardScaler().fit(rows)
+    assert np.allclose(ours.std, reference.scale_, rtol=1e-14, atol=0)
+    assert np.allclose(ours.mean, reference.mean_, rtol=1e-14, atol=0)
+    values = rng.normal(size=(50, 3)) * 10
+    assert np.allclose(ours.transform(values), reference.transform(values), rtol=1e-14, atol=0)
+    assert ours.std[1] == 1.0 and np.allclose(ours.transform(rows)[:, 1], 0.0)
 
 
 def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):

@@ -129,6 +129,13 @@ def median_ratio(rounds: list, a: int, b: int) -> float:
     return statistics.median(r[a] / r[b] for r in rounds)
 
 
+def median_ratio_interval(rounds: list, a: int, b: int, level: float = 0.95) -> tuple:
+    """Bootstrap interval of median_ratio: how far another run of as many rounds may land."""
+    ratios = np.array([r[a] / r[b] for r in rounds])
+    medians = np.median(np.random.default_rng(0).choice(ratios, (2000, len(ratios))), axis=1)
+    return tuple(np.quantile(medians, [(1 - level) / 2, (1 + level) / 2]))
+
+
 def fetch_only(exp: ExpForecast, steps: int | None) -> float:
     """The loader alone; each batch is dropped before the next, as in training (holding all of them would
     time the page faults of an epoch's worth of fresh memory instead)."""
@@ -219,7 +226,8 @@ def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, step
 
 
 def run_cli(name: str, data_root: str, launcher: list, env_extra: dict, epochs: int) -> dict:
-    """run.py in a fresh process: its own fastest epoch (train_seconds of history.csv) and its peak RSS.
+    """run.py in a fresh process: its own fastest epoch (train_seconds of history.csv), its peak RSS, and the
+    process's wall time against the time its epochs took (the rest: start-up, the test and exit).
 
     The peak is VmHWM polled from /proc: the child's rusage would also count the memory of this process,
     which fork lends the child until exec.
@@ -228,6 +236,7 @@ def run_cli(name: str, data_root: str, launcher: list, env_extra: dict, epochs: 
     cmd = [*launcher, os.path.join(REPO, "run.py"), *(["--ddp"] if len(launcher) > 1 else []), *COMMON,
            *MODELS[name], "--root_path", os.path.join(data_root, "ETT-small"), "--results_dir", out,
            "--checkpoints", os.path.join(out, "ckpt"), "--train_epochs", str(epochs), "--patience", str(epochs)]
+    start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env_extra})
     peak_kb = 0
     while proc.poll() is None:
@@ -235,13 +244,16 @@ def run_cli(name: str, data_root: str, launcher: list, env_extra: dict, epochs: 
             status = open(f"/proc/{proc.pid}/status").read()
             peak_kb = max(peak_kb, int(status.split("VmHWM:")[1].split()[0]))
         time.sleep(0.05)
+    wall = time.perf_counter() - start
     stderr = proc.stderr.read().decode()
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{stderr[-2000:]}")
     (history,) = glob.glob(os.path.join(out, "*", "history.csv"))
     with open(history) as f:
-        seconds = min(float(row["train_seconds"]) for row in csv.DictReader(f))
-    return {"train_seconds": seconds, "peak_rss_mb": peak_kb / 1024}
+        rows = list(csv.DictReader(f))
+    return {"train_seconds": min(float(r["train_seconds"]) for r in rows), "peak_rss_mb": peak_kb / 1024,
+            "wall_seconds": wall,
+            "epochs_seconds": sum(float(r["train_seconds"]) + float(r["eval_seconds"]) for r in rows)}
 
 
 def options_speed(name: str, data_root: str, device: torch.device, steps: int) -> dict:
@@ -281,7 +293,9 @@ def main() -> None:
         n_steps = -(-windows // args.batch_size)
         # DLinear epochs take a fraction of a second: noise matters. The median of paired rounds follows the
         # machine's drift (both of a round run close in time); best times depend on one quiet round each.
-        repeats = 30 if name == "dlinear" else 1
+        # On a shared 2-core machine a round's ratio scatters by ~10%: 30 rounds put the median anywhere in
+        # 1.05-1.13 from run to run, 100 rounds (~1.5 min) within about +-1%.
+        repeats = 100 if name == "dlinear" else 1
         rounds = rounds_of(repeats, lambda: ours(exp, steps)[0], lambda: fetch_only(exp, steps),
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
         ours_s, fetch_s, limit_s, field_s = minima(rounds)
@@ -293,8 +307,9 @@ def main() -> None:
               f"epoch {per_epoch:.2f} s")
         print(f"model-only limit:{windows / limit_s:10.0f} windows/s  {limit_s / n_steps * 1e3:8.2f} ms/step")
         print(f"field-standard:  {windows / field_s:10.0f} windows/s  {field_s / n_steps * 1e3:8.2f} ms/step")
-        print(f"ours / limit time: median of {repeats} paired rounds {median_ratio(rounds, 0, 2):.3f}, best times "
-              f"{ours_s / limit_s:.3f}   field-standard / ours time {median_ratio(rounds, 3, 0):.2f}x "
+        interval = "" if repeats == 1 else " (95%% bootstrap interval %.3f-%.3f)" % median_ratio_interval(rounds, 0, 2)
+        print(f"ours / limit time: median of {repeats} paired rounds {median_ratio(rounds, 0, 2):.3f}{interval}, "
+              f"best times {ours_s / limit_s:.3f}   field-standard / ours time {median_ratio(rounds, 3, 0):.2f}x "
               f"(best times {field_s / ours_s:.2f}x)")
         print(f"outside forward/backward/optimizer: {max(ours_s - limit_s, 0) / ours_s:.1%} of step time "
               f"(data fetch alone {fetch_s / ours_s:.1%})")
@@ -328,6 +343,9 @@ def main() -> None:
         print(f"{name}: plain {plain['train_seconds']:.2f} s, peak RSS {plain['peak_rss_mb']:.0f} MB | "
               f"torchrun world 1 {one['train_seconds']:.2f} s | world 2 {two['train_seconds']:.2f} s for the same "
               f"windows ({plain['train_seconds'] / two['train_seconds']:.2f}x plain)")
+        print(f"{name}: plain process wall {plain['wall_seconds']:.2f} s for {epochs} epoch(s) taking "
+              f"{plain['epochs_seconds']:.2f} s with their evaluation; start-up, test and exit "
+              f"{plain['wall_seconds'] - plain['epochs_seconds']:.2f} s")
 
 
 if __name__ == "__main__":
