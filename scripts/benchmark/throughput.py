@@ -293,8 +293,8 @@ def main() -> None:
         n_steps = -(-windows // args.batch_size)
         # DLinear epochs take a fraction of a second: noise matters. The median of paired rounds follows the
         # machine's drift (both of a round run close in time); best times depend on one quiet round each.
-        # On a shared 2-core machine a round's ratio scatters by ~10%: 30 rounds put the median anywhere in
-        # 1.05-1.13 from run to run, 100 rounds (~1.5 min) within about +-1%.
+        # On the shared 2-core development machine, medians of 30 rounds ranged 1.02-1.14 from run to run,
+        # of 100 rounds (~1.5 min) 1.04-1.08; the bootstrap interval printed beside it says how far.
         repeats = 100 if name == "dlinear" else 1
         rounds = rounds_of(repeats, lambda: ours(exp, steps)[0], lambda: fetch_only(exp, steps),
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
