@@ -126,6 +126,7 @@ def cli(argv=None) -> list:
     exit code, not a traceback; returns main's results otherwise.
 
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
+    (Run as a script, a successful run leaves through it too, see the end of this file.)
     """
     keep_freed_memory()  # this process is a training loop: stop glibc refaulting each step's memory
     rank = os.environ.get("RANK", "0")

@@ -130,7 +130,7 @@ def median_ratio(rounds: list, a: int, b: int) -> float:
 
 
 def median_ratio_interval(rounds: list, a: int, b: int, level: float = 0.95) -> tuple:
-    """Bootstrap interval of median_ratio: how far another run of as many rounds may land."""
+    """Bootstrap interval of median_ratio: how uncertain a median of this many rounds is."""
     ratios = np.array([r[a] / r[b] for r in rounds])
     medians = np.median(np.random.default_rng(0).choice(ratios, (2000, len(ratios))), axis=1)
     return tuple(np.quantile(medians, [(1 - level) / 2, (1 + level) / 2]))
@@ -307,7 +307,8 @@ def main() -> None:
               f"epoch {per_epoch:.2f} s")
         print(f"model-only limit:{windows / limit_s:10.0f} windows/s  {limit_s / n_steps * 1e3:8.2f} ms/step")
         print(f"field-standard:  {windows / field_s:10.0f} windows/s  {field_s / n_steps * 1e3:8.2f} ms/step")
-        interval = "" if repeats == 1 else " (95%% bootstrap interval %.3f-%.3f)" % median_ratio_interval(rounds, 0, 2)
+        interval = "" if repeats == 1 else \
+            " (95% bootstrap interval {:.3f}-{:.3f})".format(*median_ratio_interval(rounds, 0, 2))
         print(f"ours / limit time: median of {repeats} paired rounds {median_ratio(rounds, 0, 2):.3f}{interval}, "
               f"best times {ours_s / limit_s:.3f}   field-standard / ours time {median_ratio(rounds, 3, 0):.2f}x "
               f"(best times {field_s / ours_s:.2f}x)")
