@@ -209,20 +209,22 @@ def eval_seconds(exp: ExpForecast) -> float:
                           exp.vali(exp.loaders["test"], exp.criterion, is_test=True)), exp.device)
 
 
-def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, steps: int | None) -> float:
+def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, steps: int | None,
+                           repeats: int) -> tuple:
     """Our DDP code path at world size 1 (a real process group; Exp leaves out the DDP wrapper, which
-    would have nothing to all-reduce) against the plain path, measured in this process with interleaved
-    rounds."""
+    would have nothing to all-reduce) against the plain path: the median of `repeats` paired rounds of
+    `steps` steps (None: an epoch) in this process, and its bootstrap interval, as time fractions over."""
     port = 29000 + os.getpid() % 1000
     torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                          init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         plain, _ = make_exp(name, data_root, device)
         ddp_path, _ = make_exp(name, data_root, device, ddp=True)
-        rounds = rounds_of(9 if steps is None else 2, lambda: ours(plain, steps)[0], lambda: ours(ddp_path, steps)[0])
+        rounds = rounds_of(repeats, lambda: ours(plain, steps)[0], lambda: ours(ddp_path, steps)[0])
     finally:
         torch.distributed.destroy_process_group()
-    return median_ratio(rounds, 1, 0) - 1
+    low, high = median_ratio_interval(rounds, 1, 0)
+    return median_ratio(rounds, 1, 0) - 1, low - 1, high - 1
 
 
 def run_cli(name: str, data_root: str, launcher: list, env_extra: dict, epochs: int) -> dict:
@@ -323,8 +325,13 @@ def main() -> None:
             peak = max(peak, matmul_peak(device))  # measured again beside the epoch: shared machines drift
             print(f"matmul FLOPs per step (fwd+bwd) {flops / 1e9:.2f} G: achieved {achieved / 1e9:.1f} GFLOP/s "
                   f"= {achieved / peak:.0%} of the measured peak {peak / 1e9:.1f} GFLOP/s")
-        overhead = ddp_world_one_overhead(name, a.data_root, device, steps if name == "dlinear" else 30)
-        print(f"DDP code path at world size 1: {overhead:+.1%} time per epoch over the plain path")
+        # What differs is a few collectives per epoch, far below this machine's drift between two long
+        # measurements (2 rounds of 30 PatchTST steps gave -0.3% to +5.8% in three runs): many short rounds
+        ddp_steps, ddp_rounds = (steps, 30) if name == "dlinear" else (8, 24)
+        overhead, low, high = ddp_world_one_overhead(name, a.data_root, device, ddp_steps, ddp_rounds)
+        print(f"DDP code path at world size 1: {overhead:+.1%} time over the plain path (median of "
+              f"{ddp_rounds} paired rounds of {ddp_steps or 'all'} steps; 95% bootstrap interval "
+              f"{low:+.1%} to {high:+.1%})")
         speeds = options_speed(name, a.data_root, device, 30 if steps or name == "patchtst" else 200)
         print("steps/s: " + "  ".join(f"{k} {v:.1f}" for k, v in speeds.items())
               + f"   (amp x{speeds['amp'] / speeds['fp32']:.2f}, compile x{speeds['compile'] / speeds['fp32']:.2f})")
