@@ -17,7 +17,6 @@ import csv
 import glob
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,14 +123,19 @@ def minima(rounds: list) -> list:
     return [min(column) for column in zip(*rounds)]
 
 
+def paired_ratios(rounds: list, a: int, b: int) -> np.ndarray:
+    """Measurement a / measurement b of the same round, per round."""
+    return np.array([r[a] / r[b] for r in rounds])
+
+
 def median_ratio(rounds: list, a: int, b: int) -> float:
     """Median over rounds of measurement a / measurement b of the same round."""
-    return statistics.median(r[a] / r[b] for r in rounds)
+    return float(np.median(paired_ratios(rounds, a, b)))
 
 
 def median_ratio_interval(rounds: list, a: int, b: int, level: float = 0.95) -> tuple:
     """Bootstrap interval of median_ratio: how uncertain a median of this many rounds is."""
-    ratios = np.array([r[a] / r[b] for r in rounds])
+    ratios = paired_ratios(rounds, a, b)
     medians = np.median(np.random.default_rng(0).choice(ratios, (2000, len(ratios))), axis=1)
     return tuple(np.quantile(medians, [(1 - level) / 2, (1 + level) / 2]))
 
