@@ -7,45 +7,41 @@
 
 Run `python run.py --help` for every flag.
 """
-import argparse
 import gc
 import logging
 import os
-import random
 import sys
 import traceback
 
-import numpy as np
 import torch
 
 import models
 from data_provider.factory import DataBundle, build_data
-from exp.exp_forecast import ExpForecast, setting_name
-from utils import checkpoint, dist
+from data_provider.windows import eval_windows
+from exp.exp_forecast import ExpForecast, check_output_shape
+from exp.flags import model_hparams, parse_args, validate
+from exp.identity import RunPlan, adopt_checkpoint, check_pretrained, model_section, plan_runs
+from utils import checkpoint, dist, interrupt
 from utils.allocator import keep_freed_memory
-from utils.args import parse_args, validate
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
+from utils.seeding import rank_seed, seed_everything
 
 log = logging.getLogger("run")
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def build_model(args, data: DataBundle) -> torch.nn.Module:
-    config = argparse.Namespace(**vars(args), enc_in=data.n_channels, n_marks=data.n_marks)
+    task = {**vars(args), "enc_in": data.n_channels, "n_marks": data.n_marks}
     try:
-        model = models.build(args.model, config)
+        model = models.build(args.model, task, model_hparams(args))
     except ValueError as e:
         raise ConfigError(f"model {args.model}: {e}") from None
     if args.adaptation:
-        state = checkpoint.load(args.pretrain_model_path, torch.device("cpu"))
+        state = checkpoint.load(args.pretrain_model_path)
+        check_pretrained(args.pretrain_model_path, state, model_section(args))
         # a checkpoint of this framework keeps the weights under "model"; a plain state_dict is the weights
-        checkpoint.load_trainable_state(model, state["model"] if isinstance(state.get("model"), dict) else state)
+        checkpoint.load_trainable_state(model, state["model"] if isinstance(state.get("model"), dict) else state,
+                                        args.pretrain_model_path)
         log.info("loaded pretrained weights from %s", args.pretrain_model_path)
     return model
 
@@ -67,51 +63,58 @@ def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
     if args.adaptation and not os.path.isfile(args.pretrain_model_path):
         raise ConfigError(f"--pretrain_model_path {args.pretrain_model_path}: no such file")
     per_step = args.batch_size * args.accum_steps * env.world_size
-    if len(data.datasets["train"]) < per_step:
+    if args.is_training and len(data.datasets["train"]) < per_step:
         raise ConfigError(f"the train split has {len(data.datasets['train'])} windows, fewer than one step of "
                           f"batch_size x accum_steps x world size = {per_step}; use a smaller batch or more data")
-    for split in ("val", "test"):
-        if env.world_size > len(data.datasets[split]):
-            raise ConfigError(f"world size {env.world_size} exceeds the {len(data.datasets[split])} {split} windows: "
-                              "every rank needs one; use fewer processes or a longer split")
-    if not args.is_training:
-        for itr in range(args.itr):
-            path = os.path.join(args.checkpoints, args.test_dir or setting_name(args, itr), args.test_file_name)
-            if not os.path.isfile(path):
-                raise ConfigError(f"--is_training 0 but no checkpoint at {path}; train this setting first "
-                                  "or point --test_dir/--test_file_name at one")
+    n_test = len(data.datasets["test"])
+    if not eval_windows(n_test, args.batch_size, env.world_size, args.test_drop_last):
+        raise ConfigError(f"--test_drop_last keeps no test window: {n_test} windows, fewer than one global batch "
+                          f"of batch_size x world size = {args.batch_size * env.world_size}")
+    channels = len(data.columns)
+    if args.visualize and not args.univariate and not -channels <= args.plot_channel < channels:
+        raise ConfigError(f"--plot_channel {args.plot_channel} is out of range: the data has {channels} channels "
+                          f"(0..{channels - 1}, or -{channels}..-1 from the end)")
 
 
-def run_repetition(args, env: dist.DistEnv, data: DataBundle, model: torch.nn.Module, itr: int) -> dict:
-    exp = ExpForecast(args, env, data, model, itr)
-    setting = setting_name(args, itr)
-    if args.is_training:
-        log.info(">>> training %s", setting)
-        exp.train(setting)
-    metrics = exp.test(setting, load=not args.is_training)
+def run_repetition(args, env: dist.DistEnv, data: DataBundle, model: torch.nn.Module, plan: RunPlan,
+                   callbacks=()) -> dict:
+    exp = ExpForecast(args, env, data, model, plan, callbacks)
+    if plan.train:
+        log.info(">>> training %s", plan.identity.setting)
+        exp.train()
+    metrics = exp.test()
+    log.info("outputs of %s: results %s | checkpoint %s", plan.identity.setting,
+             os.path.join(plan.results_dir, plan.test), plan.test_checkpoint)
     return {"history": exp.history, "metrics": metrics}
 
 
-def main(argv=None) -> list:
-    """Returns {"history", "metrics"} of every repetition, on every rank."""
+def main(argv=None, callbacks=()) -> list:
+    """Returns {"history", "metrics"} of every repetition, on every rank. callbacks: see ExpForecast."""
     args = parse_args(argv)
     env = dist.detect(args.ddp, args.device)
     setup_logging(env.rank, env.is_main)
-    # Everything that can fail on bad input happens before the first collective, identically on every rank.
-    validate(args)
-    data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
-    preflight(args, env, data)
-    seed_everything(args.seed)
-    model = build_model(args, data)
+    # Everything that can fail on bad input happens before the first collective, on every rank; a rank that
+    # fails makes the others stop at the end of this block instead of waiting for it.
+    with dist.Startup(env, args.dist_timeout) as startup:
+        adopted = adopt_checkpoint(args) if args.test_dir else None
+        validate(args)
+        data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
+        preflight(args, env, data)
+        plans = plan_runs(args, data, env.world_size, adopted)
+        seed_everything(plans[0].identity.seed)
+        model = build_model(args, data)
+        check_output_shape(model, args, data)
+        startup.digest = f"{data.fingerprint}|" + "|".join(plan.digest() for plan in plans)
 
     dist.init(env, args.dist_timeout)
     try:
         results = []
-        for itr in range(args.itr):
-            if itr:
-                seed_everything(args.seed + itr)
+        for i, plan in enumerate(plans):
+            if i:
+                seed_everything(plan.identity.seed)  # parameters: initialised alike on every rank
                 model = build_model(args, data)
-            results.append(run_repetition(args, env, data, model, itr))
+            seed_everything(rank_seed(plan.identity.seed, env.rank))  # training randomness: each rank its own
+            results.append(run_repetition(args, env, data, model, plan, callbacks))
             del model
             # DDP's reducer must go while the process group is still registered: freed after it, the group's
             # destructor would join gloo threads under the GIL they wait for (a hang at exit)
@@ -121,25 +124,43 @@ def main(argv=None) -> list:
         dist.destroy()
 
 
-def cli(argv=None) -> list:
-    """main() for the command line: user errors and failures of the group end in one line and a non-zero
-    exit code, not a traceback; returns main's results otherwise.
+def cli(argv=None, callbacks=()) -> list:
+    """main() for the command line: user errors, interruptions and failures of the group end in one line and a
+    non-zero exit code, not a traceback; returns main's results otherwise.
 
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
     (Run as a script, a successful run leaves through it too, see the end of this file.)
     """
     keep_freed_memory()  # this process is a training loop: stop glibc refaulting each step's memory
     rank = os.environ.get("RANK", "0")
-    prefix = "error: " if rank == "0" else f"[rank {rank}] error: "
+    prefix = "" if rank == "0" else f"[rank {rank}] "
+    interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix)))
     try:
-        return main(argv)
+        return main(argv, callbacks)
+    except interrupt.Interrupted as e:
+        _exit(128 + e.signum, _interrupted(prefix))
     except ConfigError as e:
-        _exit(2, f"{prefix}{e}")
+        _fail(2, prefix, rank, str(e))
     except TrainingError as e:
-        _exit(1, f"{prefix}{e}")
+        _fail(1, prefix, rank, str(e))
     except Exception as e:  # noqa: BLE001 - a bug keeps its traceback, a failed collective gets one line
         failure = dist.describe_failure(e)
-        _exit(1, f"{prefix}{failure}" if failure else traceback.format_exc().rstrip())
+        peer = failure and dist.peer_failure()
+        if peer:
+            _exit(1, f"{prefix}error: a peer rank stopped: {peer}")
+        _fail(1, prefix, rank, failure or f"{type(e).__name__}: {e}", None if failure else traceback.format_exc())
+
+
+def _interrupted(prefix: str) -> str:
+    """torchrun stops the other ranks with SIGTERM when one fails: then that rank's error is the news."""
+    peer = dist.peer_failure()
+    return f"{prefix}error: a peer rank stopped: {peer}" if peer else f"{prefix}{interrupt.message()}"
+
+
+def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = None) -> None:
+    """Print this rank's error (a bug: its traceback) and leave it for the other ranks to report."""
+    dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
+    _exit(code, trace.rstrip() if trace else f"{prefix}error: {error}")
 
 
 def _exit(code: int, message: str | None = None) -> None:

@@ -10,6 +10,7 @@ from data_provider import synthetic
 from data_provider.readers import ETT_NAMES, RawSeries, custom_series, read_series
 from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets
 from utils.errors import ConfigError
+from utils.identity import content_fingerprint, file_fingerprint
 
 DATA_NAMES = ETT_NAMES + ("custom", "synthetic")
 # Standard file names of the long-term forecasting benchmarks -> the names the papers use
@@ -46,6 +47,8 @@ class DataBundle:
     n_marks: int          # time-feature width (0 when the model does not use them)
     columns: list
     scaler: StandardScale
+    file: str             # the data file's name and content fingerprint: part of a run's identity
+    fingerprint: str
 
 
 def data_file(args) -> str:
@@ -73,15 +76,18 @@ def time_features(dates: pd.DatetimeIndex | None, length: int) -> np.ndarray:
     return np.stack([np.asarray(f, dtype=np.float64) for f in feats], axis=1) - 0.5
 
 
-def load_raw(args, is_main: bool) -> RawSeries:
+def load_raw(args, is_main: bool) -> tuple:
+    """(RawSeries, content fingerprint of its file)."""
     path = data_file(args)
     if args.data == "synthetic" and not os.path.isfile(path):
         # Every rank generates the same seeded series in memory; only the main rank writes it.
         frame = synthetic.generate()
+        text = synthetic.csv_text(frame)
         if is_main:
-            synthetic.write_csv(frame, path)
-        return custom_series(frame, args.target, path)
-    return read_series(args.data, path, args.target)
+            synthetic.write_text(text, path)
+        return custom_series(frame, args.target, path), content_fingerprint(text.encode())
+    raw = read_series(args.data, path, args.target)
+    return raw, file_fingerprint(path)
 
 
 def split_bounds(split_ends: tuple, seq_len: int) -> dict:
@@ -97,7 +103,7 @@ def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
 
 
 def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
-    raw = load_raw(args, is_main)
+    raw, fingerprint = load_raw(args, is_main)
     train_end = raw.split_ends[0]
     scaler = StandardScale.fit(raw.values[:train_end])
     series = _row_major(scaler.transform(raw.values), device)
@@ -119,15 +125,9 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
         datasets[split] = ds
     if args.subset_rand_ratio < 1:
         datasets["train"] = random_subset(datasets["train"], args.subset_rand_ratio, args.seed)
-    if args.test_drop_last:
-        test = datasets["test"]
-        kept = test.n_windows // args.batch_size * args.batch_size
-        if kept < 1:
-            raise ConfigError(f"--test_drop_last keeps no test window: {test.n_windows} < --batch_size {args.batch_size}")
-        test.subset = torch.arange(kept, device=device)
     n_channels = 1 if args.univariate else series.shape[1]
     return DataBundle(dataset_name(args), datasets, n_channels, 0 if marks is None else marks.shape[1], raw.columns,
-                      scaler)
+                      scaler, os.path.basename(data_file(args)), fingerprint)
 
 
 def random_subset(ds: WindowDataset, ratio: float, seed: int) -> WindowDataset:

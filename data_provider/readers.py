@@ -1,4 +1,5 @@
 """Readers load raw arrays and split ends only; windowing lives in one place (windows.py)."""
+import logging
 import os
 from dataclasses import dataclass
 
@@ -6,6 +7,9 @@ import numpy as np
 import pandas as pd
 
 from utils.errors import ConfigError
+from utils.log import GROUP
+
+group_log = logging.getLogger(GROUP)
 
 ETT_NAMES = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
 
@@ -55,6 +59,7 @@ def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> tuple:
         dates = pd.DatetimeIndex(pd.to_datetime(df.iloc[:, 0]))
     except (ValueError, TypeError):
         raise ConfigError(f"{source}: the first column {df.columns[0]!r} must hold dates") from None
+    check_timestamps(dates, source)
     data = df.iloc[:, 1:]
     non_numeric = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
     if non_numeric:
@@ -70,6 +75,27 @@ def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> tuple:
     values = data[columns].to_numpy(dtype=np.float64)
     _check_values(values, columns, source)
     return values, columns, dates
+
+
+def check_timestamps(dates: pd.DatetimeIndex, source: str) -> None:
+    """Rows must be in time order without repeats (windows would silently mix up time otherwise); irregular
+    gaps are allowed with a warning. Rows are numbered from 0, the first data row."""
+    if dates.hasnans:
+        raise ConfigError(f"{source}: missing date at row {int(np.argmax(dates.isna()))}")
+    steps = dates[1:] - dates[:-1]
+    backwards = np.flatnonzero(steps <= pd.Timedelta(0))
+    if len(backwards):
+        row = int(backwards[0]) + 1
+        what = "duplicated" if steps[row - 1] == pd.Timedelta(0) else "out of order"
+        raise ConfigError(f"{source}: timestamps {what} at rows {row - 1} and {row} ({dates[row - 1]} then "
+                          f"{dates[row]}); sort the rows by time and drop repeated ones")
+    if len(steps):
+        usual = steps.median()
+        irregular = np.flatnonzero(steps != usual)
+        if len(irregular):
+            group_log.warning("%s: %d irregular gaps between rows (the usual step is %s), the first after row %d "
+                              "(%s then %s); windows span them as if the steps were equal", source, len(irregular),
+                              usual, irregular[0], dates[irregular[0]], dates[irregular[0] + 1])
 
 
 def read_ett(path: str, name: str, target: str) -> RawSeries:
@@ -110,9 +136,18 @@ def read_npy(path: str) -> RawSeries:
     return RawSeries(values, columns, None, _ratio_split(len(values)))
 
 
+def _where_to_set(path: str) -> str:
+    """The experiment scripts build --root_path from DATA_ROOT (scripts/launch.sh exports it): name that."""
+    root = os.environ.get("DATA_ROOT")
+    if root and os.path.normpath(path).startswith(os.path.normpath(root) + os.sep):
+        return f"the script reads its data under DATA_ROOT={root}: set DATA_ROOT to the folder that holds " \
+               f"{os.path.relpath(os.path.dirname(path), root)}/"
+    return "set --root_path/--data_path"
+
+
 def read_series(data: str, path: str, target: str) -> RawSeries:
     if not os.path.exists(path):
-        raise ConfigError(f"data file not found: {path} (set --root_path/--data_path)")
+        raise ConfigError(f"data file not found: {path} ({_where_to_set(path)})")
     if not os.path.isfile(path):
         raise ConfigError(f"data path is not a file: {path}")
     if not os.access(path, os.R_OK):

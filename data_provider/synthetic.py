@@ -11,6 +11,8 @@ import os
 import numpy as np
 import pandas as pd
 
+from utils.files import write_atomic
+
 
 def generate(length: int = 8000, n_covariates: int = 3, seed: int = 0, start: str = "2020-01-01") -> pd.DataFrame:
     rng = np.random.default_rng(seed)
@@ -38,12 +40,18 @@ def generate(length: int = 8000, n_covariates: int = 3, seed: int = 0, start: st
     return frame
 
 
-def write_csv(frame: pd.DataFrame, path: str) -> None:
+def csv_text(frame: pd.DataFrame) -> str:
+    """The CSV file's exact content (its fingerprint is part of a run's identity, also before it is written)."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def write_text(text: str, path: str) -> None:
     """Atomic write: a reader never sees a half-written file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: f.write(text.encode()))
+
+
+def write_csv(frame: pd.DataFrame, path: str) -> None:
+    write_text(csv_text(frame), path)
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Forecasting experiment: one code path for single-process and DDP training, validation and test."""
 import contextlib
+import dataclasses
 import logging
 import math
-import os
 import statistics
 import time
 
@@ -11,16 +11,20 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+import models
 from data_provider.factory import DataBundle
-from data_provider.windows import Batch, eval_loader, train_loader
-from utils import checkpoint
-from utils.dist import DistEnv, all_gather_floats, all_reduce_min, all_reduce_sum, barrier, global_mean, slow_ranks
+from data_provider.windows import Batch, eval_loader, eval_windows, train_loader
+from exp.identity import RunPlan, clear_run, features_code, write_record
+from utils import checkpoint, interrupt
+from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduce_min, all_reduce_sum, barrier,
+                        global_mean, slow_ranks)
 from utils.early_stopping import EarlyStopping
-from utils.errors import TrainingError
+from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
 from utils.metrics import error_sums, metrics_from_sums
 from utils.outputs import make_outputs
 from utils.schedule import build_scheduler, world_factor
+from utils.seeding import rank_seed, rng_state, seed_everything, set_rng_state
 from utils.sync_batchnorm import sync_batchnorm
 from utils.timing import RegionTimer
 
@@ -29,23 +33,40 @@ group_log = logging.getLogger(GROUP)
 NO_STEP = float("inf")  # "no non-finite loss yet" in the first-bad-step reduction
 
 
-def features_code(args) -> str:
-    """M: multivariate, MS: covariates -> target, U: every channel its own series."""
-    return "U" if args.univariate else ("MS" if args.covariate else "M")
+def expected_output_shape(args, n_channels: int, batch: int) -> tuple:
+    """What a model's forward must return: one output token per input token for token models, in every mode;
+    otherwise the forecast of output_token_len points after the window."""
+    if models.capabilities(args.model).token_input:
+        return batch, args.seq_len // args.input_token_len * args.output_token_len, n_channels
+    return batch, args.output_token_len, n_channels
 
 
-def setting_name(args, itr: int = 0) -> str:
-    """Identity of a trained model: its checkpoint folder, and the start of its results folders."""
-    mode = "direct" if args.nonautoregressive else "ar"
-    return (f"{args.model_id}_{args.model}_{args.data}_{features_code(args)}_{mode}_sl{args.seq_len}"
-            f"_it{args.input_token_len}_ot{args.output_token_len}_lr{args.learning_rate}_bt{args.batch_size}_wd{args.weight_decay}"
-            f"_el{args.e_layers}_dm{args.d_model}_dff{args.d_ff}_nh{args.n_heads}_{args.des}_{itr}")
+@torch.no_grad()
+def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
+    """One training window through the model (eval mode: no randomness drawn, no statistics updated) before
+    any step, so a model that returns the wrong shape fails with one line instead of training on a slice."""
+    batch = data.datasets["train"].gather(torch.tensor([0]))
+    marks = None if batch.x_mark is None else batch.x_mark[:, :args.seq_len].cpu()
+    model.eval()
+    out = model(batch.x.cpu(), marks)
+    model.train()
+    expected = expected_output_shape(args, data.n_channels, 1)
+    if tuple(out.shape) != expected:
+        raise ConfigError(f"model {args.model} returned shape {tuple(out.shape)} for one window, expected {expected} "
+                          "(batch, time, channels); see 'Adding a model' in the README")
 
 
 class ExpForecast:
-    def __init__(self, args, env: DistEnv, data: DataBundle, model: nn.Module, repetition: int = 0):
-        """repetition i of --itr shuffles the training windows with seed + i, as it initialises the model."""
-        self.args, self.env, self.data = args, env, data
+    def __init__(self, args, env: DistEnv, data: DataBundle, model: nn.Module, plan: RunPlan, callbacks=()):
+        """One run (repetition) of the plan: its seed shuffles the training windows, as it initialised the model.
+
+        callbacks: objects with any of on_train_step(epoch, step, loss) -> loss (after each forward; epochs and
+        steps count from 1; may return a replacement loss) and on_epoch_end(epoch, row) (after validation, with
+        the history row, identical on every rank).
+        """
+        self.args, self.env, self.data, self.plan = args, env, data, plan
+        self.step_hooks = [c.on_train_step for c in callbacks if hasattr(c, "on_train_step")]
+        self.epoch_hooks = [c.on_epoch_end for c in callbacks if hasattr(c, "on_epoch_end")]
         self.device = env.device
         if args.compile:
             model.compile()  # in place: state_dict keys and model.module stay as they are
@@ -68,12 +89,15 @@ class ExpForecast:
         self.autocast = torch.autocast(self.device.type, dtype=amp_dtype, enabled=args.use_amp)  # reused each call
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and amp_dtype == torch.float16)
         sets, bs = data.datasets, args.batch_size
-        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size,
-                                              args.seed + repetition, args.accum_steps),
+        self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, plan.identity.seed,
+                                              args.accum_steps),
                         "val": eval_loader(sets["val"], bs, env.rank, env.world_size),
-                        "test": eval_loader(sets["test"], bs, env.rank, env.world_size)}
+                        "test": eval_loader(sets["test"], bs, env.rank, env.world_size, args.test_drop_last)}
         # the payload is built lazily, so ranks that do not write never serialise state
         self.save_checkpoint = checkpoint.save_lazily if env.is_main else (lambda make_payload, path: None)
+        self.write_record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
+            if env.is_main else (lambda **status: None)
+        self.outputs = make_outputs(env.is_main, args.results_dir, plan.identity.setting)
         self.forward_timer = RegionTimer(self.device)  # a rank's own compute, before the gradient all-reduce
         self.history = []  # per-epoch records, kept on every rank
         self.train_summary = {}
@@ -93,17 +117,6 @@ class ExpForecast:
         if self.args.zero:
             log.info("--zero shards optimizer state across ranks: one process keeps all of it")
         return torch.optim.Adam(trainable, **kwargs)
-
-    def _best_path(self, setting: str) -> str:
-        return os.path.join(self.args.checkpoints, setting, "checkpoint.pth")
-
-    def _test_path(self, setting: str) -> str:
-        """The checkpoint a test-only run evaluates: this setting's best, or --test_dir/--test_file_name."""
-        a = self.args
-        return os.path.join(a.checkpoints, a.test_dir or setting, a.test_file_name)
-
-    def _run_name(self, setting: str) -> str:
-        return f"{setting}_tp{self.args.test_pred_len}"
 
     # ---- forward: shared by train, vali and test -------------------------------------------------
     def _call(self, model: nn.Module, x: torch.Tensor, batch: Batch, shift: int) -> torch.Tensor:
@@ -137,41 +150,50 @@ class ExpForecast:
         return torch.cat(preds, dim=1)[:, :horizon]
 
     # ---- train / vali / test ---------------------------------------------------------------------
-    def train(self, setting: str) -> nn.Module:
-        a, env = self.args, self.env
+    def train(self) -> nn.Module:
+        a, env, plan = self.args, self.env, self.plan
         loader = self.loaders["train"]
         optimizer = self._select_optimizer()
-        steps_per_epoch = math.ceil(len(loader) / a.accum_steps)
+        steps_per_epoch = len(loader) // a.accum_steps  # the loader yields whole accumulation groups
         scheduler = build_scheduler(optimizer, a.lradj, a.learning_rate, a.train_epochs, self.world_factor,
                                     steps_per_epoch, a.warmup_epochs)
         stopper = EarlyStopping(a.patience)
-        best_path, last_path = self._best_path(setting), os.path.join(a.checkpoints, setting, "last.pth")
-        start_epoch = self._resume(last_path, optimizer, scheduler, stopper)
-        outputs = make_outputs(env.is_main, a.results_dir, self._run_name(setting), self.history)
+        if plan.clear and env.is_main:
+            clear_run(plan)
+        start_epoch = self._resume(optimizer, scheduler, stopper)
+        self.outputs.start_training(self.history)
+        self.write_record(status="training", epochs_done=start_epoch)
         log.info("world size %d | global batch %d | lr %.3g x %.3g (%s) = %.3g | %d train windows, %d steps/epoch",
                  env.world_size, a.batch_size * a.accum_steps * env.world_size, a.learning_rate, self.world_factor,
                  a.lr_scale, self.effective_lr, len(self.data.datasets["train"]), steps_per_epoch)
         last_epoch = start_epoch if stopper.stop else a.train_epochs  # a resumed run may have stopped already
         for epoch in range(start_epoch, last_epoch):
+            interrupt.doing(f"during epoch {epoch + 1}", "continue with --resume auto")
             row = self._epoch(epoch, loader, optimizer, scheduler)
+            for hook in self.epoch_hooks:
+                hook(epoch + 1, row)
             improved = stopper.step(row["vali_loss"], epoch)
             self.history.append(row)
+            rng = all_gather_object(rng_state(self.device))  # every rank's stream, for an exact resume
             if improved:
-                self._save(best_path, optimizer, scheduler, stopper, epoch)
-            self._save(last_path, optimizer, scheduler, stopper, epoch)  # what a restarted job resumes from
-            outputs.epoch(row)
+                self._save(plan.best_path, optimizer, scheduler, stopper, epoch, rng)
+            self._save(plan.last_path, optimizer, scheduler, stopper, epoch, rng)  # what a restarted job resumes from
+            self.outputs.epoch(row)
+            self.write_record(status="training", epochs_done=epoch + 1)
             log.info("epoch %d/%d | train %.6f | vali %.6f | test %.6f | lr %.3g | %.1fs + %.1fs eval%s",
                      epoch + 1, a.train_epochs, row["train_loss"], row["vali_loss"], row["test_loss"], row["lr"],
                      row["train_seconds"], row["eval_seconds"], " | best" if improved else "")
             if stopper.stop:
-                log.info("early stopping: no improvement for %d epochs", a.patience)
+                if epoch + 1 < a.train_epochs:
+                    log.info("early stopping: no improvement for %d epochs", a.patience)
                 break
         if a.visualize:
-            outputs.loss_curves()
-        outputs.close()
+            self.outputs.loss_curves()
+        self.outputs.close()
+        self.write_record(status="trained", epochs_done=len(self.history))
         self.train_summary = {"best_epoch": stopper.best_epoch + 1, "epochs_run": len(self.history)}
         barrier()  # the best checkpoint is on disk before any rank reads it
-        self._load(best_path)
+        self._load(plan.best_path)
         return self.model
 
     def _epoch(self, epoch: int, loader, optimizer, scheduler) -> dict:
@@ -202,9 +224,11 @@ class ExpForecast:
         for i, batch in enumerate(batches):
             last_micro = (i + 1) % accum == 0
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
-                with self.forward_timer:
+                with self.forward_timer:  # hooks count as forward time: a slow hook makes a straggler
                     pred, true = self._forward(self.model, batch)
                     loss = self.criterion(pred, true)
+                    for hook in self.step_hooks:
+                        loss = hook(epoch + 1, i + 1, loss)
                 self.scaler.scale(loss if accum == 1 else loss / accum).backward()
             if last_micro:
                 self.scaler.step(optimizer)
@@ -237,24 +261,21 @@ class ExpForecast:
                         epoch + 1, rank, times[rank], times[rank] / statistics.median(times),
                         statistics.median(times))
 
-    def _save(self, path: str, optimizer, scheduler, stopper: EarlyStopping, epoch: int) -> None:
-        """Everything a resumed run needs; written by the main rank only."""
+    def _save(self, path: str, optimizer, scheduler, stopper: EarlyStopping, epoch: int, rng: list) -> None:
+        """Everything a resumed run needs, and what the run is (its identity); written by the main rank only."""
         if self.shards_optimizer:
             optimizer.consolidate_state_dict(to=0)  # a collective: every rank takes part, rank 0 gets the state
         self.save_checkpoint(lambda: {
             "model": checkpoint.trainable_state(self.raw_model), "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": epoch,
             "step": scheduler.steps, "early_stopping": stopper.state_dict(), "history": list(self.history),
-            "rng": checkpoint.rng_state(), "args": vars(self.args)}, path)
+            "rng": rng, "world_size": self.env.world_size, "identity": dataclasses.asdict(self.plan.identity),
+            "args": vars(self.args)}, path)
 
-    def _resume(self, last_path: str, optimizer, scheduler, stopper: EarlyStopping) -> int:
-        """Restore the latest full checkpoint (--resume); returns the epoch to start from."""
-        a = self.args
-        if a.resume is None:
-            return 0
-        path = last_path if a.resume == "auto" else a.resume
-        if not os.path.isfile(path):  # only --resume auto gets here: a first run has nothing to resume
-            log.info("no checkpoint at %s yet: starting from scratch", path)
+    def _resume(self, optimizer, scheduler, stopper: EarlyStopping) -> int:
+        """Restore a full checkpoint (the plan's resume_from); returns the epoch to start from."""
+        path = self.plan.resume_from
+        if path is None:
             return 0
         state = self._load(path)
         optimizer.load_state_dict(state["optimizer"])
@@ -262,10 +283,24 @@ class ExpForecast:
         self.scaler.load_state_dict(state["scaler"])
         stopper.load_state_dict(state["early_stopping"])
         self.history[:] = state["history"]
-        checkpoint.set_rng_state(state["rng"])
+        self._restore_rng(state["rng"], state["epoch"])
         log.info("resumed from %s: epoch %d done, step %d, best vali %.6f at epoch %d", path, state["epoch"] + 1,
                  state["step"], stopper.best, stopper.best_epoch + 1)
         return state["epoch"] + 1
+
+    def _restore_rng(self, saved: list, epoch: int) -> None:
+        """Each rank continues its own random stream, so a resumed run equals an uninterrupted one. A group of
+        another size cannot: ranks beyond the saved ones start fresh streams (seeded by seed, rank and epoch),
+        and the continuation is equal in distribution only."""
+        rank, world = self.env.rank, self.env.world_size
+        if rank < len(saved):
+            set_rng_state(saved[rank], self.device)
+        else:
+            seed_everything(rank_seed(self.plan.identity.seed, rank, epoch))
+        if len(saved) != world:
+            group_log.warning("resuming a run of %d ranks with %d: the random streams of the ranks continue only "
+                              "where both have them, so this continuation is not bit-identical to an "
+                              "uninterrupted run", len(saved), world)
 
     @torch.no_grad()
     def vali(self, vali_loader, criterion, is_test: bool = False) -> float:
@@ -285,11 +320,13 @@ class ExpForecast:
         return global_mean(total, torch.tensor(count, device=self.device)).item()
 
     @torch.no_grad()
-    def test(self, setting: str, load: bool = False) -> dict:
-        a, env = self.args, self.env
-        path = self._test_path(setting) if load else self._best_path(setting)
-        if load:
-            state = self._load(path)
+    def test(self) -> dict:
+        a, env, plan = self.args, self.env, self.plan
+        interrupt.doing(f"while testing {plan.identity.setting}",
+                        "its checkpoint is saved: test it again with --is_training 0")
+        if not plan.train:
+            state = self._load(plan.test_checkpoint)
+            self.history = state["history"]
             # the best checkpoint knows its epoch, not how long training went on after it
             self.train_summary = {"best_epoch": state["early_stopping"]["best_epoch"] + 1, "epochs_run": None}
         model = self.raw_model
@@ -298,19 +335,20 @@ class ExpForecast:
         for batch in self.loaders["test"]:
             sums += error_sums(*self._forward(model, batch, rollout=True))
         metrics = metrics_from_sums(all_reduce_sum(sums))
+        identity = plan.identity
+        trained_on = identity.config["training"]["world_size"]
         metrics.update(
-            setting=setting, model=a.model, dataset=self.data.name,
-            features=features_code(a),
+            setting=identity.setting, test=plan.test, config_id=identity.config_id, seed=identity.seed,
+            model=a.model, dataset=self.data.name, features=features_code(a),
             seq_len=a.seq_len, output_token_len=a.output_token_len, test_pred_len=a.test_pred_len,
-            world_size=env.world_size, global_batch_size=a.batch_size * a.accum_steps * env.world_size,
-            learning_rate=a.learning_rate, effective_lr=self.effective_lr,
-            n_test_windows=len(self.data.datasets["test"]), checkpoint=path,
-            **self.train_summary)
-        outputs = make_outputs(env.is_main, a.results_dir, self._run_name(setting))
-        outputs.metrics(metrics)
-        if a.visualize:
-            outputs.forecasts(self._sample_forecasts(model))
-        outputs.close()
+            world_size=trained_on, test_world_size=env.world_size,
+            global_batch_size=a.batch_size * a.accum_steps * trained_on,
+            learning_rate=a.learning_rate, effective_lr=a.learning_rate * world_factor(a.lr_scale, trained_on),
+            n_test_windows=eval_windows(len(self.data.datasets["test"]), a.batch_size, env.world_size,
+                                        a.test_drop_last),
+            checkpoint=plan.test_checkpoint, **self.train_summary, config=identity.config)
+        forecasts = self._sample_forecasts(model) if a.visualize else ()
+        self.outputs.test(plan.test, metrics, forecasts)
         log.info("test (%d windows, horizon %d): mse %.6f | mae %.6f | rmse %.6f | mape %.6f | mspe %.6f",
                  metrics["n_test_windows"], a.test_pred_len, metrics["mse"], metrics["mae"], metrics["rmse"],
                  metrics["mape"], metrics["mspe"])
@@ -329,7 +367,7 @@ class ExpForecast:
                 panels = [(columns[window // ds.n_starts], 0)]
             else:
                 panels = [(f"{columns[-1]} (target)", len(columns) - 1)]
-                chosen = a.plot_channel % len(columns)
+                chosen = a.plot_channel % len(columns)  # in range: checked at start-up
                 if chosen != len(columns) - 1:
                     panels.append((columns[chosen], chosen))
             windows.append((f"{self.data.name}: test window {window} of {len(ds)}, horizon {a.test_pred_len}",
@@ -338,5 +376,5 @@ class ExpForecast:
 
     def _load(self, path: str) -> dict:
         state = checkpoint.load(path, self.device)
-        checkpoint.load_trainable_state(self.raw_model, state["model"])
+        checkpoint.load_trainable_state(self.raw_model, state["model"], path)
         return state

@@ -1,40 +1,91 @@
-"""Model registry: every module in this package that defines `Model` is a model, keyed by its file name.
+"""Model registry: every module in this package except base and layers is a model, keyed by its file name.
 
-Drop `models/my_model.py` with a `Model(nn.Module)` class and it can be trained with `--model my_model`.
+Drop `models/my_model.py` with a `Model(nn.Module)` class (its `capabilities`, and a `Config` dataclass of
+its hyper-parameters) and `--model my_model` trains it. A module is imported when it is first needed; one
+that fails to import, or lacks what a model declares, fails only the runs that choose it, with one line
+naming the file.
 """
+import dataclasses
 import importlib
 import pkgutil
+from types import SimpleNamespace
 
-from models.base import Capabilities
+from models.base import TASK_FIELDS, Capabilities
 
 _SKIP = {"base", "layers"}
+NAMES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
+                     if info.name not in _SKIP and not info.name.startswith("_")))
+_loaded = {}
 
 
-def _discover() -> dict:
-    found = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name in _SKIP or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "Model"):
-            found[info.name] = module.Model
-    return found
-
-
-MODELS = _discover()
+class ModelFileError(ValueError):
+    """A file in models/ that cannot serve as a model: the message names the file and what is wrong."""
 
 
 def resolve(name: str) -> str:
     """Registry key for a model name, case- and dash-insensitive (DLinear -> dlinear, Timer-XL -> timer_xl)."""
     key = name.lower().replace("-", "_")
-    if key not in MODELS:
+    if key not in NAMES:
         raise KeyError(name)
     return key
 
 
+def model_class(name: str):
+    """The Model class of models/<name>.py, imported and checked on first use."""
+    key = resolve(name)
+    if key not in _loaded:
+        _loaded[key] = _load(key)
+    if isinstance(_loaded[key], ModelFileError):
+        raise _loaded[key]
+    return _loaded[key]
+
+
+def _load(key: str):
+    where = f"models/{key}.py"
+    try:
+        module = importlib.import_module(f"{__name__}.{key}")
+    except Exception as e:  # noqa: BLE001 - any failure of a user's model file is reported, not raised through
+        return ModelFileError(f"{where} cannot be imported: {type(e).__name__}: {e}")
+    model = getattr(module, "Model", None)
+    if model is None:
+        return ModelFileError(f"{where} defines no Model class")
+    if not isinstance(getattr(model, "capabilities", None), Capabilities):
+        return ModelFileError(f"{where}: Model.capabilities must be a models.base.Capabilities")
+    config = getattr(model, "Config", None)
+    if config is not None and not dataclasses.is_dataclass(config):
+        return ModelFileError(f"{where}: Model.Config must be a dataclass of hyper-parameters (models.base.hparam)")
+    clash = sorted(set(TASK_FIELDS) & {f.name for f in hyperparameter_fields(model)})
+    if clash:
+        return ModelFileError(f"{where}: Config fields {clash} are task fields the framework sets")
+    return model
+
+
+def hyperparameter_fields(model) -> tuple:
+    """The dataclass fields of a Model's Config (none when it declares no Config)."""
+    return dataclasses.fields(model.Config) if getattr(model, "Config", None) else ()
+
+
+def loadable() -> dict:
+    """name -> Model class or ModelFileError, for every file in models/ (the parser needs every model's flags)."""
+    found = {}
+    for name in NAMES:
+        try:
+            found[name] = model_class(name)
+        except ModelFileError as e:
+            found[name] = e
+    return found
+
+
 def capabilities(name: str) -> Capabilities:
-    return MODELS[resolve(name)].capabilities
+    return model_class(name).capabilities
 
 
-def build(name: str, config):
-    return MODELS[resolve(name)](config)
+def hyperparameters(name: str) -> tuple:
+    """Names of the hyper-parameters models/<name>.py declares."""
+    return tuple(f.name for f in hyperparameter_fields(model_class(name)))
+
+
+def build(name: str, task: dict, hparams: dict):
+    """The model for a task (TASK_FIELDS) with its hyper-parameters: all it is told of the run."""
+    model = model_class(name)
+    return model(SimpleNamespace(**{k: task[k] for k in TASK_FIELDS}, **hparams))

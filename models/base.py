@@ -1,4 +1,17 @@
-from dataclasses import dataclass
+"""What a model declares beside its code: its capabilities and its hyper-parameters.
+
+A model's hyper-parameters are the fields of a dataclass `Config` next to its `Model` class. Each field is
+a flag (`--<name>`), with its default, help text, valid range and the tiny value the contract test uses;
+the framework builds the parser, validation, run identity and the flags reference from them. A model gets
+those fields plus the task it is built for (see TASK_FIELDS), nothing else of the command line.
+"""
+from dataclasses import dataclass, field
+
+# What the framework tells every model about its task (from the flags and the data):
+#   seq_len, input_token_len, output_token_len: the lengths of the forecasting task;
+#   enc_in: channels of the input; n_marks: width of the calendar features (0: none);
+#   covariate: the last channel is the target, the others inform it.
+TASK_FIELDS = ("seq_len", "input_token_len", "output_token_len", "enc_in", "n_marks", "covariate")
 
 
 @dataclass(frozen=True)
@@ -16,3 +29,51 @@ class Capabilities:
     covariate: bool = True
     token_input: bool = False
     time_marks: bool = False
+
+
+def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None):
+    """A hyper-parameter field of a model's Config: the flag's default and help text, the contract test's
+    small value (`tiny`, default: the default), and what is valid: low <= value (< high), or one of choices."""
+    return field(default=default, metadata={"help": help, "tiny": default if tiny is None else tiny,
+                                            "low": low, "high": high, "choices": choices})
+
+
+# Hyper-parameters many models share: one definition, one help text.
+def d_model(default: int = 512):
+    return hparam(default, "width of token embeddings / hidden layers", tiny=16, low=1)
+
+
+def n_heads(default: int = 8):
+    return hparam(default, "attention heads", tiny=2, low=1)
+
+
+def e_layers(default: int = 1):
+    return hparam(default, "number of encoder layers", tiny=1, low=1)
+
+
+def d_ff(default: int = 2048):
+    return hparam(default, "hidden width of the feed-forward blocks", tiny=16, low=1)
+
+
+def dropout(default: float = 0.1):
+    return hparam(default, "dropout probability", tiny=0.0, low=0.0, high=1.0)
+
+
+def activation(default: str = "relu"):
+    return hparam(default, "feed-forward activation", choices=("relu", "gelu"))
+
+
+def use_norm(default: bool = False):
+    return hparam(default, "instance normalisation of each input window (RevIN without affine)")
+
+
+@dataclass
+class TransformerConfig:
+    """The hyper-parameters of a plain Transformer encoder stack (iTransformer, Timer, Timer-XL)."""
+    d_model: int = d_model()
+    n_heads: int = n_heads()
+    e_layers: int = e_layers()
+    d_ff: int = d_ff()
+    dropout: float = dropout()
+    activation: str = activation()
+    use_norm: bool = use_norm()

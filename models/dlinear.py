@@ -1,9 +1,10 @@
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, hparam, use_norm
 from models.layers.decomposition import SeriesDecomposition
 from models.layers.normalization import denormalize, normalize
 
@@ -27,10 +28,15 @@ class Model(nn.Module):
     Zeng, Chen, Zhang, Xu. "Are Transformers Effective for Time Series Forecasting?" AAAI 2023.
     https://arxiv.org/abs/2205.13504
 
-    Config: seq_len, output_token_len (the forecast length), enc_in, moving_avg, individual,
-    use_norm (instance normalisation around the model; off in the paper).
+    use_norm (instance normalisation around the model) is off in the paper.
     """
     capabilities = Capabilities(direct=True, autoregressive=False, covariate=False)  # channel-independent
+
+    @dataclass
+    class Config:
+        moving_avg: int = hparam(25, "moving-average kernel of the series decomposition", tiny=5, low=1)
+        individual: bool = hparam(False, "one linear layer per channel")
+        use_norm: bool = use_norm()
 
     def __init__(self, configs):
         super().__init__()

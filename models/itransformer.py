@@ -1,7 +1,8 @@
+
 import torch
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, TransformerConfig
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers
@@ -17,10 +18,10 @@ class Model(nn.Module):
     present, are embedded the same way as extra tokens. Self-attention mixes variates, the
     feed-forward network works on each variate's representation, and a linear projection gives each
     variate's forecast. Covariates inform the target through attention.
-
-    Config: seq_len, output_token_len, d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm.
     """
     capabilities = Capabilities(direct=True, covariate=True, time_marks=True)
+
+    Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
 
     def __init__(self, configs):
         super().__init__()

@@ -1,8 +1,10 @@
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, activation, d_ff, d_model, dropout, e_layers, hparam, n_heads, use_norm
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers
@@ -20,11 +22,21 @@ class Model(nn.Module):
     to d_model, given a learnable position embedding, encoded by post-norm Transformer layers with
     BatchNorm, flattened and mapped linearly to the forecast. The official code's residual attention
     (scores carried across layers) is not used: attention is F.scaled_dot_product_attention.
-
-    Config: seq_len, output_token_len, patch_len, stride, d_model, n_heads, e_layers, d_ff, dropout,
-    head_dropout, activation, use_norm.
     """
     capabilities = Capabilities(direct=True, covariate=False)  # channel-independent
+
+    @dataclass
+    class Config:
+        patch_len: int = hparam(16, "points per patch", tiny=8, low=1)
+        stride: int = hparam(8, "distance between patch starts", tiny=4, low=1)
+        d_model: int = d_model()
+        n_heads: int = n_heads()
+        e_layers: int = e_layers()
+        d_ff: int = d_ff()
+        dropout: float = dropout()
+        head_dropout: float = hparam(0.0, "dropout before the forecast head", low=0.0, high=1.0)
+        activation: str = activation()
+        use_norm: bool = use_norm()
 
     def __init__(self, configs):
         super().__init__()

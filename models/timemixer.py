@@ -1,8 +1,10 @@
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, use_norm
 from models.layers.decomposition import SeriesDecomposition
 from models.layers.embed import DataEmbedding
 from models.layers.normalization import denormalize, normalize
@@ -45,11 +47,19 @@ class Model(nn.Module):
     Past-Decomposable-Mixing blocks mix seasonal parts bottom-up and trend parts top-down across
     scales; Future-Multipredictor-Mixing sums one linear predictor per scale. Channels are
     independent (the paper's setting for long-term forecasting); each scale is normalised per window.
-
-    Config: seq_len, output_token_len, n_marks, d_model, d_ff, e_layers, down_sampling_layers,
-    down_sampling_window, moving_avg, dropout, use_norm.
     """
     capabilities = Capabilities(direct=True, covariate=False, time_marks=True)  # channel-independent
+
+    @dataclass
+    class Config:
+        d_model: int = d_model()
+        d_ff: int = d_ff()
+        e_layers: int = e_layers()
+        down_sampling_layers: int = hparam(3, "number of coarser scales", tiny=2, low=0)
+        down_sampling_window: int = hparam(2, "pooling window between scales", low=1)
+        moving_avg: int = hparam(25, "moving-average kernel of the series decomposition", tiny=5, low=1)
+        dropout: float = dropout()
+        use_norm: bool = use_norm()
 
     def __init__(self, configs):
         super().__init__()

@@ -1,7 +1,8 @@
+
 import torch
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, TransformerConfig
 from models.layers.dropout import Dropout
 from models.layers.embed import sinusoidal_positions
 from models.layers.normalization import denormalize, normalize
@@ -18,11 +19,10 @@ class Model(nn.Module):
     input_token_len points, embedded linearly with a sinusoidal position, and passed through
     causally masked Transformer layers (GPT-style next-token prediction); each token's output is the
     next output_token_len points. Forecasts longer than one token are generated autoregressively.
-
-    Config: input_token_len, output_token_len, d_model, n_heads, e_layers, d_ff, dropout, activation,
-    use_norm.
     """
     capabilities = Capabilities(autoregressive=True, direct=True, covariate=False, token_input=True)
+
+    Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
 
     def __init__(self, configs):
         super().__init__()

@@ -1,7 +1,8 @@
+
 import torch
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, TransformerConfig
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers, rotary_tables
 
@@ -17,11 +18,10 @@ class Model(nn.Module):
     embedding of the token's time index, and a learnable per-head bias for same- versus
     cross-variable pairs. With covariates, each covariate attends to its own past only and the
     target (last variable) to the past of every variable.
-
-    Config: input_token_len, output_token_len, d_model, n_heads, e_layers, d_ff, dropout,
-    activation, use_norm, covariate.
     """
     capabilities = Capabilities(autoregressive=True, direct=True, covariate=True, token_input=True)
+
+    Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
 
     def __init__(self, configs):
         super().__init__()

@@ -1,10 +1,11 @@
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, use_norm
 from models.layers.embed import DataEmbedding
 from models.layers.normalization import denormalize, normalize
 
@@ -68,11 +69,18 @@ class Model(nn.Module):
     time to seq_len + horizon; TimesBlocks find the top_k periods by FFT, reshape the series into
     2D tensors of (number of cycles, period) and apply inception convolutions; a linear projection
     returns to the channels. All channels share the embedding, so covariates inform the target.
-
-    Config: seq_len, output_token_len, enc_in, n_marks, d_model, d_ff, e_layers, top_k, num_kernels,
-    dropout, use_norm.
     """
     capabilities = Capabilities(direct=True, covariate=True, time_marks=True)
+
+    @dataclass
+    class Config:
+        d_model: int = d_model()
+        d_ff: int = d_ff()
+        e_layers: int = e_layers()
+        top_k: int = hparam(5, "number of dominant periods", tiny=2, low=1)
+        num_kernels: int = hparam(6, "convolutions per inception block", tiny=2, low=1)
+        dropout: float = dropout()
+        use_norm: bool = use_norm()
 
     def __init__(self, configs):
         super().__init__()

@@ -1,8 +1,10 @@
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities
+from models.base import Capabilities, d_model, dropout, e_layers, hparam, use_norm
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
 
@@ -89,12 +91,23 @@ class Model(nn.Module):
     A smaller decoder (d_layers layers of decoder_d_model) mixes channels as well when
     decoder_mode is mix_channel, which is how covariates inform the target; a flatten-linear head
     gives the forecast.
-
-    Config: seq_len, output_token_len, enc_in, patch_len, d_model, e_layers, ap_levels, d_layers,
-    decoder_d_model, decoder_mode, dropout, head_dropout, use_norm.
     """
     capabilities = Capabilities(direct=True, covariate=True)
     expansion = 2
+
+    @dataclass
+    class Config:
+        patch_len: int = hparam(16, "points per patch", tiny=8, low=1)
+        d_model: int = d_model()
+        e_layers: int = e_layers()
+        ap_levels: int = hparam(3, "adaptive-patching levels of the backbone", tiny=2, low=0)
+        d_layers: int = hparam(2, "decoder mixer layers", tiny=1, low=0)
+        decoder_d_model: int | None = hparam(None, "decoder width (default: d_model)", low=1)
+        decoder_mode: str = hparam("mix_channel", "whether the decoder mixes channels (needed for covariates)",
+                                   choices=("mix_channel", "common_channel"))
+        dropout: float = dropout()
+        head_dropout: float = hparam(0.0, "dropout before the forecast head", low=0.0, high=1.0)
+        use_norm: bool = use_norm()
 
     def __init__(self, configs):
         super().__init__()

@@ -5,7 +5,7 @@
 # hard-coded: restrict them with CUDA_VISIBLE_DEVICES if needed.
 NGPU=${NGPU:-1}
 NNODES=${NNODES:-1}
-DATA_ROOT=${DATA_ROOT:-./dataset}
+export DATA_ROOT=${DATA_ROOT:-./dataset}  # exported: run.py names it when a data file is missing
 CHECKPOINTS=${CHECKPOINTS:-./checkpoints}
 RESULTS=${RESULTS:-./results}
 

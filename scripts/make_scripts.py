@@ -1,4 +1,6 @@
-"""Writes scripts/long_term_forecast/<model>_<dataset>.sh from one table of hyper-parameters.
+"""Writes scripts/long_term_forecast/<model>_<dataset>.sh from one table of hyper-parameters, and
+scripts/reproduce/paper_settings.json: the configuration each script runs for every horizon that has a
+published number (utils.report compares a result with the paper only when its configuration is that one).
 
     python scripts/make_scripts.py        # regenerate after editing the table
 
@@ -6,10 +8,15 @@ Settings come from each model's paper or official scripts where they are publish
 which, and a script's header says where a value was chosen here instead. A value given as
 {horizon: value} varies with the horizon, as some official scripts do.
 """
+import csv
+import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "long_term_forecast")
+SETTINGS = os.path.join(HERE, "reproduce", "paper_settings.json")
+REFERENCE = os.path.join(HERE, "reproduce", "paper_results.csv")
 
 LONG = (96, 192, 336, 720)
 DATASETS = {  # name: (--data, folder under DATA_ROOT, file, horizons)
@@ -174,6 +181,42 @@ def script(model: str, ds: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_flags(model: str, ds: str, horizon: int) -> list:
+    """The run.py flags the script of (model, dataset) runs for one horizon (its test at that horizon)."""
+    data, folder, file, _ = DATASETS[ds]
+    flags, _ = MODELS[model](ds)
+    argv = ["--model", model, "--model_id", ds, "--data", data, "--root_path", f"./dataset/{folder}/"]
+    argv += ["--data_path", file] if file else []
+    for key, value in flags.items():
+        value = value[horizon] if isinstance(value, dict) else value
+        argv += [f"--{key}"] if value is True else [] if value is False else [f"--{key}", str(value)]
+    if model in AUTOREGRESSIVE:
+        return argv + ["--test_pred_len", str(horizon)]  # trained once, rolled out to the horizon
+    return argv + ["--nonautoregressive", "--output_token_len", str(horizon)]
+
+
+def paper_settings() -> list:
+    """The configuration of every (model, dataset, horizon) with a published number at the script's lookback."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from data_provider.factory import data_file
+    from exp.flags import parse_args, validate
+    from exp.identity import run_config
+    with open(REFERENCE, newline="") as f:
+        published = [(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])) for r in csv.DictReader(f)]
+    settings = []
+    for model, ds, seq_len, horizon in published:
+        if model not in MODELS or ds not in DATASETS:
+            continue
+        args = parse_args(run_flags(model, ds, horizon))
+        validate(args)
+        if args.seq_len != seq_len:
+            continue  # the paper's number is for another lookback than its script's
+        config = run_config(args, os.path.basename(data_file(args)), None, world_size=1)
+        del config["data"]["fingerprint"], config["training"]["seed"]
+        settings.append({"model": model, "dataset": ds, "horizon": horizon, "config": config})
+    return settings
+
+
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     for model in MODELS:
@@ -182,6 +225,9 @@ def main() -> None:
             with open(path, "w") as f:
                 f.write(script(model, ds))
             os.chmod(path, 0o755)
+    with open(SETTINGS, "w") as f:
+        json.dump(paper_settings(), f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -13,4 +13,4 @@ launch --model timer_xl --model_id quickstart --data synthetic \
   --batch_size 32 --learning_rate 0.0005 --lradj cosine --train_epochs 5 "$@"
 
 echo "metrics:"
-cat "$RESULTS"/quickstart_timer_xl_synthetic_*_tp96/metrics.json
+cat "$RESULTS"/quickstart_timer_xl_synthetic_*/tp96/metrics.json

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,12 @@ def tiny_args(tiny_csv, tmp_path):
             "--d_model", "16", "--d_ff", "32", "--n_heads", "2", "--e_layers", "1",
             "--batch_size", "16", "--train_epochs", "2", "--device", "cpu",
             "--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
+
+
+def elsewhere(tmp_path, name) -> list:
+    """Flags that give a run its own checkpoints and results folders (a second run of one identity would be
+    refused as already finished)."""
+    return ["--checkpoints", str(tmp_path / name / "ckpt"), "--results_dir", str(tmp_path / name / "results")]
 
 
 def run_process(cmd, timeout, env, cwd) -> subprocess.CompletedProcess:
@@ -57,11 +64,30 @@ def torchrun(args, out_dir, nproc=2, timeout=240, extra=(), env=None):
     return proc, ranks
 
 
-def run_cli(args, cwd, timeout=240, nproc=None):
+def run_cli(args, cwd, timeout=240, nproc=None, repo=REPO, env=None):
     """run.py as a user runs it (python run.py ... or torchrun ... run.py --ddp ...)."""
     if nproc:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               os.path.join(REPO, "run.py"), "--ddp", *args]
+               os.path.join(repo, "run.py"), "--ddp", *args]
     else:
-        cmd = [sys.executable, os.path.join(REPO, "run.py"), *args]
-    return run_process(cmd, timeout, {**os.environ, "OMP_NUM_THREADS": "1"}, cwd)
+        cmd = [sys.executable, os.path.join(repo, "run.py"), *args]
+    return run_process(cmd, timeout, {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, cwd)
+
+
+@pytest.fixture
+def repo_copy(tmp_path):
+    """A copy of the project's code, for tests that add or break a file in it."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", "dataset", "results",
+                                                               "checkpoints", "*.pyc"))
+    return copy
+
+
+def run_dirs(results_dir) -> list:
+    """The run folders under a results dir (each holds history.csv and one folder per test)."""
+    return sorted(p for p in results_dir.iterdir() if p.is_dir())
+
+
+def metrics_of(results_dir, test="tp16") -> list:
+    """metrics.json of every run's given test under results_dir."""
+    return [json.load(open(d / test / "metrics.json")) for d in run_dirs(results_dir) if (d / test).is_dir()]

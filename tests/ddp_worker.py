@@ -1,6 +1,7 @@
-"""torchrun entry for tests: run.cli(argv) on this rank, then dump what it returned for the test to compare.
+"""Entry for tests: run.cli(argv) with test probes as Exp callbacks, then dump what it returned.
 
     torchrun --nproc_per_node=2 tests/ddp_worker.py OUT_DIR --ddp <run.py flags>
+    python tests/ddp_worker.py OUT_DIR <run.py flags>          # one process
 
 Test-only probes, switched on by environment variables (epochs and steps count from 1):
     COUNT_ALLREDUCE=1           count DDP's gradient all-reduces (a comm hook around the default one)
@@ -9,21 +10,21 @@ Test-only probes, switched on by environment variables (epochs and steps count f
     RAISE_RANK=r                rank r raises at its third training step
     NAN_AT=r:epoch:step         rank r's loss is infinite at that step
     PAUSE_AT=r:epoch:step:file  on the first attempt only, rank r writes its pid to file and waits to be killed
+    MASKS_TO=file               each rank writes the dropout mask of its first training step to file.<rank>.pt
 """
 import json
 import os
 import sys
 import time
 
+import torch
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
 import run
-from exp.exp_forecast import ExpForecast
 
-RANK = os.environ["RANK"]
+RANK = os.environ.get("RANK", "0")
 ALLREDUCES = []
-POSITION = {"epoch": 0, "step": 0}
 
 
 def _count_allreduces():
@@ -36,54 +37,55 @@ def _count_allreduces():
     DistributedDataParallel.__init__ = init
 
 
-def _at(spec: str) -> bool:
-    rank, epoch, step = spec.split(":")[:3]
-    return rank == RANK and POSITION["epoch"] == int(epoch) and POSITION["step"] == int(step)
+class Probes:
+    """Exp callback: the probes switched on in the environment, at every training step of this rank."""
+
+    def on_train_step(self, epoch: int, step: int, loss: torch.Tensor) -> torch.Tensor:
+        env = os.environ
+
+        def at(spec: str) -> bool:
+            rank, at_epoch, at_step = spec.split(":")[:3]
+            return rank == RANK and (epoch, step) == (int(at_epoch), int(at_step))
+
+        if env.get("SLOW_RANK") == RANK:
+            time.sleep(0.02)
+        if env.get("STALL_RANK") == RANK:
+            time.sleep(3600)
+        if env.get("RAISE_RANK") == RANK and step == 3:
+            raise RuntimeError(f"injected failure on rank {RANK}")
+        if env.get("NAN_AT") and at(env["NAN_AT"]):
+            return loss * float("inf")
+        if env.get("PAUSE_AT") and at(env["PAUSE_AT"]) and env.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+            with open(env["PAUSE_AT"].split(":", 3)[3], "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(3600)
+        return loss
 
 
-def _probe(pred):
-    """Runs at every training step of this rank, after the forward."""
-    env = os.environ
-    if env.get("SLOW_RANK") == RANK:
-        time.sleep(0.02)
-    if env.get("STALL_RANK") == RANK:
-        time.sleep(3600)
-    if env.get("RAISE_RANK") == RANK and POSITION["step"] == 3:
-        raise RuntimeError(f"injected failure on rank {RANK}")
-    if env.get("NAN_AT") and _at(env["NAN_AT"]):
-        return pred * float("inf")
-    if env.get("PAUSE_AT") and _at(env["PAUSE_AT"]) and env.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
-        with open(env["PAUSE_AT"].split(":", 3)[3], "w") as f:
-            f.write(str(os.getpid()))
-        time.sleep(3600)
-    return pred
+def _record_first_dropout_mask(path: str):
+    """The first CPU dropout mask this rank draws in training (models.layers.dropout.keep_mask)."""
+    from models.layers import dropout
+    original = dropout.keep_mask
 
+    def keep_mask(x, drop_level):
+        mask = original(x, drop_level)
+        if not os.path.exists(path):
+            torch.save(mask.clone(), path)
+        return mask
 
-def _install_probes():
-    train_epoch, forward = ExpForecast._train_epoch, ExpForecast._forward
-
-    def counted_epoch(self, loader, optimizer, scheduler, epoch):
-        POSITION.update(epoch=epoch + 1, step=0)
-        return train_epoch(self, loader, optimizer, scheduler, epoch)
-
-    def probed_forward(self, model, batch, rollout=False):
-        pred, true = forward(self, model, batch, rollout)
-        if model.training:
-            POSITION["step"] += 1
-            pred = _probe(pred)
-        return pred, true
-
-    ExpForecast._train_epoch, ExpForecast._forward = counted_epoch, probed_forward
+    dropout.keep_mask = keep_mask
 
 
 if __name__ == "__main__":
     out_dir, argv = sys.argv[1], sys.argv[2:]
     if os.environ.get("COUNT_ALLREDUCE"):
         _count_allreduces()
-    _install_probes()
-    results = run.cli(argv)
+    if os.environ.get("MASKS_TO"):
+        _record_first_dropout_mask(f"{os.environ['MASKS_TO']}.{RANK}.pt")
+    results = run.cli(argv, callbacks=[Probes()])
     for r in results:
         r.update(allreduces=len(ALLREDUCES), rank=int(RANK),
                  restarts=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     with open(os.path.join(out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(results, f)
+    run._exit(0)

@@ -4,6 +4,8 @@ The cases are the rows of the README's bad-input table; a test keeps the two in 
 """
 import os
 import re
+import signal
+import sys
 import time
 
 import numpy as np
@@ -12,10 +14,8 @@ import pytest
 import torch
 
 import run
-from data_provider.factory import build_data
-from tests.conftest import REPO, run_cli
-from utils.args import parse_args, validate
-from utils.dist import DistEnv
+from tests.conftest import REPO, run_cli, run_process
+from utils import interrupt
 from utils.errors import ConfigError
 
 
@@ -32,12 +32,12 @@ def _frame(n=300, **columns):
     return frame
 
 
-def _binary(tmp_path):
+def _binary(tmp_path, flags):
     (tmp_path / "t.csv").write_bytes(bytes(range(256)) * 8)
     return ["--data", "custom", "--root_path", str(tmp_path), "--data_path", "t.csv"]
 
 
-def _unsafe_checkpoint(tmp_path):
+def _unsafe_checkpoint(tmp_path, flags):
     class RunsCode:
         def __reduce__(self):
             return os.system, ("true",)
@@ -46,58 +46,143 @@ def _unsafe_checkpoint(tmp_path):
     return ["--is_training", "0", "--checkpoints", str(tmp_path), "--test_dir", "unsafe"]
 
 
-def _file_in_the_way(tmp_path):
+def _file_in_the_way(tmp_path, flags):
     (tmp_path / "a_file").write_text("")
     return ["--results_dir", str(tmp_path / "a_file" / "results")]
 
 
-# README row name -> (run.py flags for a tmp folder, the error's telling part)
+def _dates(order):
+    frame = _frame()
+    frame["date"] = frame["date"].to_numpy()[order]
+    return frame
+
+
+def _finished(tmp_path, flags):
+    run.main(flags + ["--train_epochs", "1"])
+    return ["--train_epochs", "1"]
+
+
+def _unfinished(tmp_path, flags):
+    class CtrlC:
+        def on_train_step(self, epoch, step, loss):
+            if epoch == 2:
+                raise interrupt.Interrupted(signal.SIGINT)
+            return loss
+    with pytest.raises(interrupt.Interrupted):
+        run.main(flags, callbacks=[CtrlC()])
+    return []
+
+
+def _other_data(tmp_path, flags):
+    setting = run.main(flags + ["--train_epochs", "1"])[0]["metrics"]["setting"]
+    return ["--is_training", "0", "--test_dir", setting] + _write(tmp_path, "other.csv", _frame())
+
+
+# README row name -> (maker(tmp folder, the test's run.py flags) -> flags to add, the error's telling part)
 CASES = {
-    "missing file": (lambda p: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
+    "missing file": (lambda p, f: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
                      "data file not found"),
     "unreadable file": (_binary, "cannot read as CSV"),
-    "unknown model": (lambda p: ["--model", "nope"], "unknown model 'nope'"),
-    "unknown data": (lambda p: ["--data", "nope"], "invalid choice: 'nope'"),
-    "non-numeric column": (lambda p: _write(p, "t.csv", _frame(a=["x"] * 300)), "non-numeric column"),
-    "empty column": (lambda p: _write(p, "t.csv", _frame(a=[np.nan] * 300)), "empty column"),
-    "NaN or inf values": (lambda p: _write(p, "t.csv", _frame(OT=[np.inf] + [1.0] * 299)), "NaN/inf values"),
-    "split shorter than a window": (lambda p: _write(p, "t.csv", _frame(n=120)), "split has"),
-    "incompatible token lengths": (lambda p: ["--input_token_len", "20"], "must be a multiple of --input_token_len"),
-    "batch_size < 1": (lambda p: ["--batch_size", "0"], "--batch_size must be >= 1"),
-    "batch larger than the training split": (lambda p: ["--batch_size", "400"], "fewer than one step"),
-    "mode the model lacks": (lambda p: ["--model", "dlinear"], "is not autoregressive"),
-    "covariates for a channel-independent model": (lambda p: ["--model", "patchtst", "--nonautoregressive",
-                                                              "--covariate"], "channel-independent"),
+    "unknown model": (lambda p, f: ["--model", "nope"], "unknown model 'nope'"),
+    "unknown data": (lambda p, f: ["--data", "nope"], "invalid choice: 'nope'"),
+    "non-numeric column": (lambda p, f: _write(p, "t.csv", _frame(a=["x"] * 300)), "non-numeric column"),
+    "empty column": (lambda p, f: _write(p, "t.csv", _frame(a=[np.nan] * 300)), "empty column"),
+    "NaN or inf values": (lambda p, f: _write(p, "t.csv", _frame(OT=[np.inf] + [1.0] * 299)), "NaN/inf values"),
+    "timestamps out of order": (lambda p, f: _write(p, "t.csv", _dates([0, 1, 2, 4, 3] + list(range(5, 300)))),
+                                "timestamps out of order at rows 3 and 4"),
+    "duplicated timestamps": (lambda p, f: _write(p, "t.csv", _dates([0, 1, 1] + list(range(3, 300)))),
+                              "timestamps duplicated at rows 1 and 2"),
+    "split shorter than a window": (lambda p, f: _write(p, "t.csv", _frame(n=120)), "split has"),
+    "incompatible token lengths": (lambda p, f: ["--input_token_len", "20"],
+                                   "must be a multiple of --input_token_len"),
+    "batch_size < 1": (lambda p, f: ["--batch_size", "0"], "--batch_size must be >= 1"),
+    "batch larger than the training split": (lambda p, f: ["--batch_size", "400"], "fewer than one step"),
+    "mode the model lacks": (lambda p, f: ["--model", "dlinear"], "is not autoregressive"),
+    "covariates for a channel-independent model": (lambda p, f: ["--model", "patchtst", "--nonautoregressive",
+                                                                 "--covariate"], "channel-independent"),
+    "plot_channel out of range": (lambda p, f: ["--visualize", "--plot_channel", "3"],
+                                  "--plot_channel 3 is out of range: the data has 3 channels"),
     "results dir not writable": (_file_in_the_way, "cannot write there"),
-    "--ddp without torchrun": (lambda p: ["--ddp"], "needs a torchrun launch"),
-    "test without a checkpoint": (lambda p: ["--is_training", "0"], "no checkpoint at"),
+    "--ddp without torchrun": (lambda p, f: ["--ddp"], "needs a torchrun launch"),
+    "test without a checkpoint": (lambda p, f: ["--is_training", "0"], "no checkpoint at"),
+    "checkpoint of other data": (_other_data, "it was trained with other flags: file: tiny.csv -> other.csv"),
+    "finished run trained again": (_finished, "this run has already finished"),
+    "unfinished run": (_unfinished, "an unfinished run of this configuration"),
     "checkpoint that would run code": (_unsafe_checkpoint, "refusing to load"),
-    "--resume path missing": (lambda p: ["--resume", str(p / "nope.pth")], "no such checkpoint"),
+    "--resume path missing": (lambda p, f: ["--resume", str(p / "nope.pth")], "no such checkpoint"),
 }
-GROUP_CASE = "more ranks than validation windows"  # needs a world size: tested with a fake one below
+
+WRONG_SHAPE = """from dataclasses import dataclass
+from torch import nn
+from models.base import Capabilities
+
+
+class Model(nn.Module):
+    \"\"\"Forecasts one step too few.\"\"\"
+    capabilities = Capabilities(direct=True)
+
+    @dataclass
+    class Config:
+        pass
+
+    def __init__(self, configs):
+        super().__init__()
+        self.linear = nn.Linear(configs.seq_len, configs.output_token_len - 1)
+
+    def forward(self, x, x_mark=None):
+        return self.linear(x.transpose(1, 2)).transpose(1, 2)
+"""
+
+
+def _script_without_data(tmp_path, repo, flags):
+    env = {"DATA_ROOT": str(tmp_path / "no_data"), "HORIZONS": "24", "CHECKPOINTS": str(tmp_path / "c"),
+           "RESULTS": str(tmp_path / "r")}
+    return ["bash", str(repo / "scripts" / "long_term_forecast" / "dlinear_ILI.sh"), "--train_epochs", "1"], env
+
+
+def _model_file(name, text):
+    def make(tmp_path, repo, flags):
+        (repo / "models" / f"{name}.py").write_text(text)
+        return [sys.executable, str(repo / "run.py"), *flags, "--model", name, "--nonautoregressive"], {}
+    return make
+
+
+# README rows that need a command line of their own (a script, a model file added to a copy of the code):
+# maker(tmp folder, copy of the code, the test's run.py flags) -> (command, environment), the error's telling part
+CLI_CASES = {
+    "missing data in a script": (_script_without_data, "the script reads its data under DATA_ROOT="),
+    "broken file in models/": (_model_file("broken", "import not_a_module_anywhere\n"),
+                               "models/broken.py cannot be imported: ModuleNotFoundError"),
+    "model output of the wrong shape": (_model_file("short", WRONG_SHAPE),
+                                        "model short returned shape (1, 15, 3) for one window, expected (1, 16, 3)"),
+}
 
 
 def test_every_readme_row_is_tested():
     readme = open(os.path.join(REPO, "README.md")).read()
     table = readme[readme.index("| bad input |"):].split("\n\n")[0]
     rows = [line.split("|")[1].strip().replace("`", "") for line in table.splitlines()[2:]]
-    assert sorted(rows) == sorted([*CASES, GROUP_CASE])
+    assert sorted(rows) == sorted([*CASES, *CLI_CASES])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_one_clear_error(tiny_args, tmp_path, case):
     make, message = CASES[case]
+    extra = make(tmp_path, tiny_args)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        run.main(tiny_args + make(tmp_path))
+        run.main(tiny_args + extra)
 
 
-def test_more_ranks_than_validation_windows_for_a_fake_world(tiny_args):
-    args = parse_args(tiny_args + ["--batch_size", "1"])
-    validate(args)
-    data = build_data(args, torch.device("cpu"), True, False)
-    run.preflight(args, DistEnv(0, 0, 46, torch.device("cpu"), "gloo", True), data)  # 46 val windows: fine
-    with pytest.raises(ConfigError, match="world size 47 exceeds the 46 val windows"):
-        run.preflight(args, DistEnv(3, 3, 47, torch.device("cpu"), "gloo", True), data)
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(CLI_CASES))
+def test_bad_input_on_the_command_line_is_one_clear_error(tiny_args, tmp_path, repo_copy, case):
+    make, message = CLI_CASES[case]
+    cmd, env = make(tmp_path, repo_copy, tiny_args)
+    proc = run_process(cmd, 120, {**os.environ, "OMP_NUM_THREADS": "1", **env}, repo_copy)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
 
 
 def test_cli_reports_a_user_error_in_one_line_with_exit_code_2(tiny_args, tmp_path):
@@ -106,6 +191,7 @@ def test_cli_reports_a_user_error_in_one_line_with_exit_code_2(tiny_args, tmp_pa
     assert proc.stderr.strip().splitlines() == ["error: --seq_len 50 must be a multiple of --input_token_len 16"]
 
 
+@pytest.mark.slow
 def test_bad_input_under_ddp_ends_every_rank(tiny_args, tmp_path):
     args = tiny_args + _write(tmp_path, "t.csv", _frame(a=[np.nan] + [1.0] * 299))
     start = time.time()

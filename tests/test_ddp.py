@@ -9,13 +9,26 @@ import torch.multiprocessing as mp
 from torch import nn
 
 import run
-from tests.conftest import torchrun
+from tests.conftest import elsewhere, torchrun
 from utils.sync_batchnorm import CrossRankBatchNorm, sync_batchnorm
+
+pytestmark = pytest.mark.slow  # torchrun and subprocess runs
 
 METRICS = ("mse", "mae", "rmse", "mape", "mspe")
 
 
-def test_every_rank_sees_the_same_validation_loss_and_stops_on_the_same_epoch(tiny_args, tmp_path):
+def _scores_like_one_process(args, ddp, tmp_path):
+    """The checkpoint a 2-process run trained, tested by one process: the same metrics, in the same place."""
+    single = run.main(args + ["--is_training", "0"])[0]["metrics"]  # finds the run trained on 2 processes
+    assert single["setting"] == ddp["setting"] and single["test_world_size"] == 1 and single["world_size"] == 2
+    assert ddp["test_world_size"] == 2 and ddp["n_test_windows"] % 32 != 0  # a last batch of its own size
+    for k in METRICS:
+        assert single[k] == pytest.approx(ddp[k], rel=1e-6), k
+    rows = (tmp_path / "results" / "results.csv").read_text().strip().splitlines()
+    assert len(rows) == 2, "one header + one row per run and test: only rank 0 writes, testing again replaces it"
+
+
+def test_every_rank_stops_on_the_same_epoch_and_the_test_scores_like_one_process(tiny_args, tmp_path):
     args = tiny_args + ["--train_epochs", "8", "--patience", "1", "--lradj", "constant", "--learning_rate", "0.05"]
     proc, ranks = torchrun(args, tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -24,42 +37,68 @@ def test_every_rank_sees_the_same_validation_loss_and_stops_on_the_same_epoch(ti
     assert [h["train_loss"] for h in r0["history"]] == [h["train_loss"] for h in r1["history"]]
     assert len(r0["history"]) == len(r1["history"]) < 8, "early stopping should have ended this run"
     assert r0["metrics"] == r1["metrics"]
+    _scores_like_one_process(args, r0["metrics"], tmp_path)
 
 
-def test_ddp_test_metrics_equal_single_process_metrics_of_the_same_checkpoint(tiny_args, tmp_path):
-    proc, ranks = torchrun(tiny_args, tmp_path / "ddp")
+def test_timesnet_scored_by_two_ranks_equals_one_process(tiny_args, tmp_path):
+    """TimesNet picks its periods from the whole batch: the ranks score one process's batches, not shards."""
+    args = tiny_args + ["--model", "timesnet", "--nonautoregressive", "--train_epochs", "1", "--top_k", "2",
+                        "--num_kernels", "2"]
+    proc, ranks = torchrun(args, tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ddp = ranks[0][0]["metrics"]
-    assert ddp["world_size"] == 2 and ddp["n_test_windows"] % 2 == 1  # shards of unequal size
-    single = run.main(tiny_args + ["--is_training", "0"])[0]["metrics"]
-    assert single["world_size"] == 1
-    for k in METRICS:
-        assert single[k] == pytest.approx(ddp[k], rel=1e-6), k
-    rows = (tmp_path / "results" / "results.csv").read_text().strip().splitlines()
-    assert len(rows) == 3, "one header + one row per test: only rank 0 appends"
+    _scores_like_one_process(args, ranks[0][0]["metrics"], tmp_path)
 
 
 @pytest.mark.parametrize("model", ["dlinear", "timer_xl", "patchtst"])
 def test_two_processes_of_batch_b_reproduce_one_process_of_batch_2b(tiny_args, tmp_path, model):
-    """Direct, autoregressive, and BatchNorm synchronised across ranks (PatchTST)."""
-    args = tiny_args + ["--model", model, "--dropout", "0", "--lr_scale", "none", "--learning_rate", "0.003"]
+    """Direct, autoregressive, and BatchNorm synchronised across ranks (PatchTST). 351 training windows: one
+    process at batch 16 takes 21 steps and drops 15 windows; two ranks take the same 21 steps of 2 x 8."""
+    args = tiny_args + ["--model", model, "--dropout", "0", "--lr_scale", "none", "--learning_rate", "0.003",
+                        "--subset_rand_ratio", "0.9805"]
     if model != "timer_xl":
         args += ["--nonautoregressive"]
-    proc, ranks = torchrun(args + ["--batch_size", "8"], tmp_path / "ddp")
+    # DLinear's launch also has rank 1 straggle (20 ms per step, numerics untouched): it must be named each epoch
+    slow = {"SLOW_RANK": "1"} if model == "dlinear" else {}
+    proc, ranks = torchrun(args + ["--batch_size", "8"], tmp_path / "ddp", env={"COUNT_ALLREDUCE": "1", **slow})
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = ranks[0][0]
-    single = run.main(args + ["--batch_size", "16", "--results_dir", str(tmp_path / "single")])[0]
+    assert "351 train windows, 21 steps/epoch" in proc.stderr and ddp["allreduces"] == 2 * 21
+    stragglers = [line for line in proc.stderr.splitlines() if "per forward" in line and "the group waits" in line]
+    assert len(stragglers) == (2 if slow else 0) and all("rank 1 takes" in w for w in stragglers)
+    single = run.main(args + ["--batch_size", "16"])[0]
     assert ddp["metrics"]["global_batch_size"] == single["metrics"]["global_batch_size"] == 16
     # Training losses agree to float rounding. With BatchNorm, biases right before a norm get zero
     # gradient in exact arithmetic; Adam turns their rounding noise into +-lr steps that the norm
     # cancels in training but that shift the running mean used in evaluation: looser there.
+    # The percentage errors divide by targets near zero, which magnifies that shift: looser still.
     eval_rel = 1e-3 if model == "patchtst" else 1e-6
-    for a, b in zip(ddp["history"], single["history"]):
+    for a, b in zip(ddp["history"], single["history"], strict=True):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6), a["epoch"]
         for k in ("vali_loss", "test_loss"):
             assert a[k] == pytest.approx(b[k], rel=eval_rel), (k, a["epoch"])
     for k in METRICS:
-        assert ddp["metrics"][k] == pytest.approx(single["metrics"][k], rel=eval_rel), k
+        rel = eval_rel * (10 if k in ("mape", "mspe") else 1)
+        assert ddp["metrics"][k] == pytest.approx(single["metrics"][k], rel=rel), k
+
+
+def test_ranks_draw_their_own_dropout_masks_and_match_one_process_in_distribution(tiny_args, tmp_path):
+    """A single process gives every row of its batch its own mask; so must the ranks of a group. Criterion for
+    "equal in distribution": over 4 seeds (each seed: the same initial weights and window order in both runs),
+    the mean paired difference of test MSE between 2 x 8 and 1 x 16 lies within 4 standard errors of zero."""
+    args = tiny_args + ["--dropout", "0.5", "--itr", "4", "--lr_scale", "none", "--learning_rate", "0.003",
+                        "--train_epochs", "1"]
+    masks = tmp_path / "mask"
+    proc, ranks = torchrun(args + ["--batch_size", "8"], tmp_path / "ddp", env={"MASKS_TO": str(masks)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m0, m1 = (torch.load(f"{masks}.{r}.pt") > 0 for r in range(2))
+    n = m0.numel()
+    # independent masks of keep rate 1/2 agree on half the elements; identical ones (one seed for all) on all
+    assert abs(m0.float().mean().item() - 0.5) < 5 * 0.5 / n ** 0.5
+    assert abs((m0 == m1).float().mean().item() - 0.5) < 5 * 0.5 / n ** 0.5, "the ranks drew the same masks"
+    single = run.main(args + ["--batch_size", "16"])
+    diffs = torch.tensor([d["metrics"]["mse"] - s["metrics"]["mse"] for d, s in zip(ranks[0], single, strict=True)])
+    assert diffs.abs().max() > 0, "different masks must give different runs"
+    assert diffs.mean().abs() < 4 * diffs.std() / len(diffs) ** 0.5, diffs
 
 
 def _free_port() -> int:
@@ -113,38 +152,34 @@ def test_accumulating_three_batches_equals_one_three_times_larger_batch(tiny_arg
     _assert_same_training(accumulated, large)
 
 
+def test_accumulation_with_batchnorm_is_close_to_the_large_batch_but_not_equal(tiny_args):
+    """BatchNorm normalises each micro-batch by its own statistics, so PatchTST accumulating 2 x 8 computes
+    something else than one batch of 16: within 5% here, far beyond float rounding (the README says so)."""
+    patchtst = tiny_args + SAME_UPDATE + ["--model", "patchtst", "--nonautoregressive"]
+    accumulated = run.main(patchtst + ["--batch_size", "8", "--accum_steps", "2"])[0]
+    large = run.main(patchtst + ["--batch_size", "16"])[0]
+    for k in ("train_loss", "vali_loss"):
+        gaps = [abs(a[k] / b[k] - 1) for a, b in zip(accumulated["history"], large["history"], strict=True)]
+        assert 1e-4 < max(gaps) < 0.05, (k, gaps)
+
+
 def test_ddp_accumulation_all_reduces_once_per_step_and_equals_the_large_batch(tiny_args, tmp_path):
-    env = {"COUNT_ALLREDUCE": "1"}
     proc, ranks = torchrun(tiny_args + SAME_UPDATE + ["--batch_size", "4", "--accum_steps", "2"],
-                           tmp_path / "accum", env=env)
+                           tmp_path / "accum", env={"COUNT_ALLREDUCE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     accumulated = ranks[0][0]
-    proc, ranks = torchrun(tiny_args + SAME_UPDATE + ["--batch_size", "8"], tmp_path / "plain", env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    plain = ranks[0][0]
-    # 179 windows per rank, 176 of them in whole steps: 44 micro-batches of 4 make 22 steps, like 22 batches of 8
-    assert accumulated["allreduces"] == plain["allreduces"] == 2 * 22
-    single = run.main(tiny_args + SAME_UPDATE + ["--batch_size", "16", "--results_dir", str(tmp_path / "one")])[0]
+    # 358 windows: 22 steps of 2 ranks x 2 micro-batches of 4; one all-reduce per step, none per micro-batch
+    assert accumulated["allreduces"] == 2 * 22
+    single = run.main(tiny_args + SAME_UPDATE + ["--batch_size", "16"])[0]
     _assert_same_training(accumulated, single)
 
 
 def test_zero_sharded_optimizer_trains_like_the_replicated_one(tiny_args, tmp_path):
     proc, ranks = torchrun(tiny_args + SAME_UPDATE + ["--zero"], tmp_path / "zero")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc, plain = torchrun(tiny_args + SAME_UPDATE, tmp_path / "plain")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _assert_same_training(ranks[0][0], plain[0][0])
-    # --zero is accepted in one process too (nothing to shard): one process of 2 x 16 trains the same
-    again = run.main(tiny_args + SAME_UPDATE + ["--zero", "--batch_size", "32", "--results_dir", str(tmp_path / "one")])
-    _assert_same_training(again[0], plain[0][0])
-
-
-def test_a_straggling_rank_is_named_each_epoch(tiny_args, tmp_path):
-    proc, ranks = torchrun(tiny_args + ["--model", "dlinear", "--nonautoregressive"], tmp_path / "slow",
-                           env={"SLOW_RANK": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    warnings = [line for line in proc.stderr.splitlines() if "per forward" in line and "the group waits" in line]
-    assert len(warnings) == 2 and all("epoch" in w and "rank 1 takes" in w for w in warnings)
+    # --zero is accepted in one process too (nothing to shard there): 2 x 16 sharded = 1 x 32
+    one = run.main(tiny_args + SAME_UPDATE + ["--zero", "--batch_size", "32"])[0]
+    _assert_same_training(ranks[0][0], one)
 
 
 def test_slow_ranks_are_those_beyond_one_and_a_half_medians():
@@ -159,14 +194,13 @@ DLINEAR = ["--model", "dlinear", "--nonautoregressive"]
 
 def test_compiled_model_trains_like_the_eager_one(tiny_args, tmp_path):
     eager = run.main(tiny_args + DLINEAR)[0]
-    compiled = run.main(tiny_args + DLINEAR + ["--compile", "--results_dir", str(tmp_path / "compiled")])[0]
+    compiled = run.main(tiny_args + DLINEAR + ["--compile"] + elsewhere(tmp_path, "compiled"))[0]
     _assert_same_training(compiled, eager, rel=1e-4)  # inductor may fuse and reorder float operations
 
 
 def test_bf16_autocast_trains_close_to_fp32(tiny_args, tmp_path):
     fp32 = run.main(tiny_args + DLINEAR + ["--learning_rate", "0.01"])[0]
-    amp = run.main(tiny_args + DLINEAR + ["--learning_rate", "0.01", "--use_amp",
-                                          "--results_dir", str(tmp_path / "amp")])[0]
+    amp = run.main(tiny_args + DLINEAR + ["--learning_rate", "0.01", "--use_amp"])[0]
     assert amp["metrics"]["mse"] == pytest.approx(fp32["metrics"]["mse"], rel=0.05)
     assert amp["metrics"]["mse"] != fp32["metrics"]["mse"], "autocast should have run in bf16"
 

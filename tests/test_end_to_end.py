@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import run
 from tests.conftest import run_cli
+from utils.errors import ConfigError
 
 DLINEAR = ["--model", "dlinear", "--nonautoregressive"]
 
@@ -23,11 +24,13 @@ def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
     proc = run_cli(tiny_args, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = _only_run_dir(tmp_path / "results")
-    metrics = json.load(open(os.path.join(run_dir, "metrics.json")))
+    metrics = json.load(open(os.path.join(run_dir, "tp16", "metrics.json")))
     for key in ("mse", "mae", "rmse", "mape", "mspe", "world_size", "global_batch_size", "learning_rate",
-                "effective_lr", "best_epoch", "epochs_run", "test_pred_len", "n_test_windows"):
+                "effective_lr", "best_epoch", "epochs_run", "test_pred_len", "n_test_windows", "setting", "test",
+                "config_id", "seed", "config", "provenance"):
         assert key in metrics, key
     assert metrics["n_test_windows"] == 105 and metrics["epochs_run"] == 2 and np.isfinite(metrics["mse"])
+    assert metrics["provenance"]["git_commit"] and metrics["provenance"]["command"].endswith(" ".join(tiny_args))
     history = list(csv.DictReader(open(os.path.join(run_dir, "history.csv"))))
     assert [int(h["epoch"]) for h in history] == [1, 2]
     assert set(history[0]) >= {"train_loss", "vali_loss", "test_loss", "lr", "train_seconds", "eval_seconds"}
@@ -38,6 +41,9 @@ def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "results" / "results.csv")))
     assert len(rows) == 1 and float(rows[0]["mse"]) == pytest.approx(metrics["mse"])
     assert "test (105 windows, horizon 16)" in proc.stderr
+    # the main rank says where the run's outputs are
+    assert f"results {run_dir}/tp16 | checkpoint {tmp_path}/ckpt/{os.path.basename(run_dir)}/checkpoint.pth" \
+        in proc.stderr.strip().splitlines()[-1]
 
 
 def test_test_only_rolls_the_saved_model_to_any_horizon(tiny_args):
@@ -101,10 +107,40 @@ def test_default_run_generates_synthetic_data(tmp_path):
     assert (tmp_path / "results" / "results.csv").is_file()
 
 
-def test_each_repetition_trains_like_a_run_with_its_own_seed(tiny_args):
-    """--itr 2: repetition 1 initialises and shuffles with seed + 1, exactly as a fresh run with that seed."""
+def test_each_repetition_trains_like_a_run_with_its_own_seed(tiny_args, tmp_path):
+    """--itr 2: repetition 1 initialises and shuffles with seed + 1, exactly as a fresh run with that seed: it is
+    that run (the same identity), so training it again is refused."""
     flags = tiny_args + DLINEAR + ["--train_epochs", "1", "--batch_size", "64"]
-    first, second = (r["metrics"]["mse"] for r in run.main(flags + ["--itr", "2"]))
-    alone = run.main(flags + ["--seed", "2022"])[0]["metrics"]["mse"]
-    assert second == pytest.approx(alone, rel=1e-9)
-    assert first != pytest.approx(second, rel=1e-6)
+    first, second = run.main(flags + ["--itr", "2"])
+    assert first["metrics"]["config_id"] == second["metrics"]["config_id"]
+    assert (first["metrics"]["seed"], second["metrics"]["seed"]) == (2021, 2022)
+    with pytest.raises(ConfigError, match="already finished"):
+        run.main(flags + ["--seed", "2022"])
+    alone = run.main(flags + ["--seed", "2022", "--checkpoints", str(tmp_path / "c2"), "--results_dir",
+                              str(tmp_path / "r2")])[0]["metrics"]
+    assert alone["setting"] == second["metrics"]["setting"]
+    assert second["metrics"]["mse"] == pytest.approx(alone["mse"], rel=1e-9)
+    assert first["metrics"]["mse"] != pytest.approx(second["metrics"]["mse"], rel=1e-6)
+
+
+def test_the_early_stopping_line_appears_only_when_training_stopped_early(tiny_args, capsys):
+    """A constant lr makes the run of E epochs the first E epochs of the longer one; there, the stop at the
+    last epoch is no early stop."""
+    flags = tiny_args + DLINEAR + ["--patience", "1", "--lradj", "constant", "--learning_rate", "0.05"]
+    stopped = run.main(flags + ["--train_epochs", "12"])[0]["history"]
+    assert len(stopped) < 12 and "early stopping: no improvement for 1 epochs" in capsys.readouterr().err
+    full = run.main(flags + ["--train_epochs", str(len(stopped))])[0]["history"]
+    assert [h["vali_loss"] for h in full] == [h["vali_loss"] for h in stopped]
+    assert "early stopping" not in capsys.readouterr().err
+
+
+def test_irregular_timestamps_train_with_a_warning_that_counts_them(tiny_args, tmp_path, capsys):
+    frame = pd.read_csv(tiny_args[tiny_args.index("--root_path") + 1] + "/tiny.csv")
+    dates = pd.to_datetime(frame["date"])
+    dates[300:] += pd.Timedelta(hours=5)     # one gap of 6 hours
+    dates[100] += pd.Timedelta(minutes=30)   # two gaps of 30 minutes
+    frame["date"] = dates
+    frame.to_csv(tmp_path / "gaps.csv", index=False)
+    run.main(tiny_args + DLINEAR + ["--train_epochs", "1", "--root_path", str(tmp_path), "--data_path", "gaps.csv"])
+    assert "3 irregular gaps between rows (the usual step is 0 days 01:00:00), the first after row 99" \
+        in capsys.readouterr().err

@@ -1,5 +1,4 @@
 """The contract every model in the registry passes; a model dropped into models/ is tested here unedited."""
-import argparse
 import io
 
 import pytest
@@ -7,12 +6,26 @@ import torch
 
 import models
 import run
-from utils.args import parse_args
+from tests.conftest import run_cli
 
-TINY = ["--seq_len", "32", "--input_token_len", "8", "--output_token_len", "8", "--d_model", "16", "--d_ff", "16",
-        "--n_heads", "2", "--e_layers", "1", "--dropout", "0", "--patch_len", "8", "--stride", "4",
-        "--top_k", "2", "--num_kernels", "2", "--down_sampling_layers", "2", "--ap_levels", "2", "--d_layers", "1"]
-N_MARKS = 4
+# the task's lengths; every hyper-parameter takes the small value its model declares (hparam's `tiny`)
+TASK = {"seq_len": 32, "input_token_len": 8, "output_token_len": 8, "n_marks": 4}
+N_MARKS = TASK["n_marks"]
+
+
+def tiny_hparams(name) -> dict:
+    return {f.name: f.metadata["tiny"] for f in models.hyperparameter_fields(models.model_class(name))}
+
+
+def tiny_flags(name) -> list:
+    """run.py flags setting every hyper-parameter of the model to its tiny value."""
+    flags = []
+    for key, value in tiny_hparams(name).items():
+        if isinstance(value, bool):
+            flags += [f"--{key}"] if value else []
+        elif value is not None:
+            flags += [f"--{key}", str(value)]
+    return flags
 
 
 def modes(name):
@@ -26,44 +39,41 @@ def modes(name):
     return found
 
 
-def build(name, channels, nonautoregressive, covariate=False, extra=()):
-    args = parse_args(TINY + ["--model", name] + (["--nonautoregressive"] if nonautoregressive else [])
-                      + (["--covariate"] if covariate else []) + list(extra))
-    config = argparse.Namespace(**vars(args), enc_in=channels, n_marks=N_MARKS)
+def build(name, channels, nonautoregressive, covariate=False):
     torch.manual_seed(0)
-    return models.build(name, config), args
+    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate}, tiny_hparams(name))
 
 
 def inputs(name, batch, channels):
-    x = torch.randn(batch, 32, channels)
+    x = torch.randn(batch, TASK["seq_len"], channels)
     marks = torch.rand(batch, 32, N_MARKS) - 0.5 if models.capabilities(name).time_marks else None
     return x, marks
 
 
-CASES = [(name, nar, cov) for name in sorted(models.MODELS) for nar, cov in modes(name)]
+CASES = [(name, nar, cov) for name in models.NAMES for nar, cov in modes(name)]
 
 
 def test_registry_holds_the_eight_models():
-    assert set(models.MODELS) >= {"dlinear", "timer_xl", "patchtst", "itransformer", "timesnet", "timemixer",
-                                  "timer", "ttm"}
+    assert set(models.NAMES) >= {"dlinear", "timer_xl", "patchtst", "itransformer", "timesnet", "timemixer",
+                                 "timer", "ttm"}
     assert models.resolve("Timer-XL") == "timer_xl" and models.resolve("DLinear") == "dlinear"
 
 
 @pytest.mark.parametrize("name,nonautoregressive,covariate", CASES)
 @pytest.mark.parametrize("channels", [1, 3])
 def test_forward_shape(name, nonautoregressive, covariate, channels):
-    model, args = build(name, channels, nonautoregressive, covariate)
+    model = build(name, channels, nonautoregressive, covariate)
     x, marks = inputs(name, 4, channels)
     out = model(x, marks)
     per_token = models.capabilities(name).token_input  # one output token per input token, in every mode
-    length = args.seq_len // args.input_token_len * args.output_token_len if per_token else args.output_token_len
-    assert out.shape == (4, length, channels) and torch.isfinite(out).all()
+    L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
+    assert out.shape == (4, L // I * O if per_token else O, channels) and torch.isfinite(out).all()
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", models.NAMES)
 def test_two_optimizer_steps_lower_the_loss(name):
     nonautoregressive = models.capabilities(name).direct
-    model, args = build(name, 3, nonautoregressive)
+    model = build(name, 3, nonautoregressive)
     x, marks = inputs(name, 16, 3)
     target = torch.randn_like(model(x, marks))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -77,10 +87,10 @@ def test_two_optimizer_steps_lower_the_loss(name):
     assert losses[2] < losses[0]
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", models.NAMES)
 def test_state_dict_round_trip_gives_identical_outputs(name):
     nonautoregressive = models.capabilities(name).direct
-    model, _ = build(name, 3, nonautoregressive)
+    model = build(name, 3, nonautoregressive)
     model.train()
     x, marks = inputs(name, 8, 3)
     model(x, marks)  # move BatchNorm running statistics away from their initial values
@@ -89,24 +99,51 @@ def test_state_dict_round_trip_gives_identical_outputs(name):
     torch.save(model.state_dict(), buffer)
     buffer.seek(0)
     torch.manual_seed(123)  # a different initialisation, overwritten by the load
-    fresh, _ = build(name, 3, nonautoregressive)
+    fresh = build(name, 3, nonautoregressive)
     fresh.load_state_dict(torch.load(buffer, weights_only=True), strict=True)
     fresh.eval()
     with torch.no_grad():
         assert torch.equal(model(x, marks), fresh(x, marks))
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", models.NAMES)
 def test_end_to_end_run(name, tiny_args):
     extra = [] if models.capabilities(name).autoregressive else ["--nonautoregressive"]
-    small = ["--train_epochs", "1", "--patch_len", "8", "--stride", "4", "--top_k", "2", "--num_kernels", "2",
-             "--down_sampling_layers", "2", "--ap_levels", "2", "--d_layers", "1"]
-    metrics = run.main(tiny_args + ["--model", name] + extra + small)[0]["metrics"]
+    metrics = run.main(tiny_args + ["--model", name, "--train_epochs", "1"] + extra + tiny_flags(name))[0]["metrics"]
     assert metrics["n_test_windows"] == 105 and torch.isfinite(torch.tensor(metrics["mse"]))
 
 
-@pytest.mark.parametrize("name", [n for n in sorted(models.MODELS) if not models.capabilities(n).covariate])
+@pytest.mark.parametrize("name", [n for n in models.NAMES if not models.capabilities(n).covariate])
 def test_covariate_mode_is_refused_by_channel_independent_models(name, tiny_args):
     from utils.errors import ConfigError
     with pytest.raises(ConfigError, match="channel-independent"):
         run.main(tiny_args + ["--model", name, "--nonautoregressive", "--covariate"])
+
+
+def test_model_flags_come_from_the_models_and_only_the_chosen_models_count():
+    from exp.flags import model_hparams, parse_args, validate
+    args = parse_args(["--model", "dlinear", "--nonautoregressive", "--d_model", "64", "--moving_avg", "13"])
+    validate(args)
+    assert model_hparams(args) == {"moving_avg": 13, "individual": False, "use_norm": False}
+    args = parse_args(["--model", "patchtst", "--nonautoregressive", "--d_model", "64"])
+    validate(args)
+    assert model_hparams(args)["d_model"] == 64 and "moving_avg" not in model_hparams(args)
+
+
+@pytest.mark.slow
+def test_a_broken_model_file_only_fails_runs_that_choose_it(repo_copy, tiny_args, tmp_path):
+    (repo_copy / "models" / "broken.py").write_text("import not_a_module_anywhere\n")
+    (repo_copy / "models" / "incomplete.py").write_text("from torch import nn\n\nclass Model(nn.Module):\n    pass\n")
+    ok = run_cli(tiny_args + ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "1"], tmp_path,
+                 repo=repo_copy)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    incomplete = run_cli(tiny_args + ["--model", "incomplete"], tmp_path, repo=repo_copy)
+    assert incomplete.returncode == 2 and incomplete.stderr.strip().splitlines() == [
+        "error: models/incomplete.py: Model.capabilities must be a models.base.Capabilities"]
+
+
+def test_help_shows_each_default_once():
+    from exp.flags import parser
+    for action in parser()._actions:
+        text = parser()._get_formatter()._expand_help(action) if action.help else ""
+        assert text.count("default") <= 1, (action.dest, text)

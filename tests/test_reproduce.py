@@ -1,19 +1,52 @@
 """Paper reproduction tooling: the report against published numbers, plots, the drop-last emulation."""
+import copy
 import csv
 import json
 import os
+import subprocess
 
 import pytest
 
 import run
+from exp.flags import parse_args, validate
+from exp.identity import run_config
+from tests.conftest import REPO
 from utils import report
+from utils.identity import config_hash
 
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source"]
 
 
-def _metrics(root, name, **m):
-    os.makedirs(root / name)
-    (root / name / "metrics.json").write_text(json.dumps(m))
+def _paper_config(model, dataset, horizon):
+    for s in json.load(open(report.DEFAULT_SETTINGS)):
+        if (s["model"], s["dataset"], s["horizon"]) == (model, dataset, horizon):
+            return copy.deepcopy(s["config"])
+    raise KeyError((model, dataset, horizon))
+
+
+def _run(root, config, seed, mse, mae, test=None, world_size=1):
+    """A metrics.json as a run of this configuration and seed writes it."""
+    config = copy.deepcopy(config)
+    config["training"]["seed"] = seed
+    config["training"]["world_size"] = world_size
+    config["data"]["fingerprint"] = "123-abc"
+    task, training = config["task"], config["training"]
+    horizon = int((test or f"tp{task['output_token_len']}")[2:].split("_")[0])
+    without_seed = {**config, "training": {k: v for k, v in training.items() if k != "seed"}}
+    config_id = config_hash(without_seed)
+    setting = f"{config['model']['model']}_{config_id}_s{seed}"
+    test = test or f"tp{horizon}"
+    m = {"setting": setting, "test": test, "config_id": config_id, "seed": seed, "config": config, "mse": mse,
+         "mae": mae, "model": config["model"]["model"], "dataset": config["tag"]["model_id"], "seq_len": task["seq_len"],
+         "test_pred_len": horizon, "world_size": world_size,
+         "global_batch_size": training["batch_size"] * training["accum_steps"] * world_size,
+         "effective_lr": training["learning_rate"] * world_size}
+    os.makedirs(root / setting / test)
+    (root / setting / test / "metrics.json").write_text(json.dumps(m))
+
+
+def _rows(text):
+    return [line for line in text.splitlines() if line.startswith("| ETTh1")]
 
 
 def test_shipped_reference_table_names_a_source_for_every_number():
@@ -26,20 +59,38 @@ def test_shipped_reference_table_names_a_source_for_every_number():
     assert ("dlinear", "ETTh1", "336", "96") in keys and ("patchtst", "ILI", "104", "24") in keys
 
 
-def test_report_compares_with_the_paper_and_marks_misses(tmp_path):
-    _metrics(tmp_path, "a", dataset="ETTh1", test_pred_len=96, model="dlinear", seq_len=336, mse=0.370, mae=0.395)
-    _metrics(tmp_path, "b", dataset="ETTh1", test_pred_len=192, model="dlinear", seq_len=336, mse=0.420, mae=0.43)
-    _metrics(tmp_path, "c", dataset="ETTh1", test_pred_len=192, model="dlinear", seq_len=336, mse=0.440, mae=0.43)
-    _metrics(tmp_path, "d", dataset="mydata", test_pred_len=24, model="timer_xl", seq_len=96, mse=0.5, mae=0.5)
+def test_report_averages_only_the_seeds_of_one_configuration_and_compares_only_the_papers_setting(tmp_path):
+    paper = _paper_config("dlinear", "ETTh1", 96)
+    _run(tmp_path, paper, 2021, 0.370, 0.395)
+    _run(tmp_path, paper, 2022, 0.380, 0.405)
+    smoke = copy.deepcopy(paper)
+    smoke["training"]["train_epochs"] = 1     # a 1-epoch smoke run: its own row, never averaged in
+    _run(tmp_path, smoke, 2021, 0.500, 0.500)
+    trained_at_96 = _paper_config("dlinear", "ETTh1", 96)  # rolled out to 192: not the paper's model at 192
+    _run(tmp_path, trained_at_96, 2021, 0.450, 0.450, test="tp192")
+    _run(tmp_path, paper, 2023, 0.400, 0.420, world_size=4)  # four processes: a global batch of 128
     report.main([str(tmp_path)])
     text = (tmp_path / "report.md").read_text()
-    rows = {line.split(" | ")[1] + "/" + line.split(" | ")[2]: line for line in text.splitlines()
-            if line.startswith("| ETTh1") or line.startswith("| mydata")}
-    assert "0.370 | 0.375 | -1.3%" in rows["96/dlinear"]            # better than the paper: no mark
-    assert "0.430 | 0.405 | **+6.2%** ✗" in rows["192/dlinear"]      # mean of two runs, 6% worse: marked
-    assert rows["192/dlinear"].endswith("| 2: 0.420–0.440 |")
-    assert "| — | — |" in rows["24/timer_xl"]                         # no published number: shown, not compared
-    assert "3 cells; 1 worse than the paper's MSE by more than 2%" in text
+    rows = _rows(text)
+    paper_row = next(r for r in rows if "| 2: 0.370–0.380 |" in r)
+    assert "| 0.375 | 0.375 | +0.0% |" in paper_row                   # the mean of the two paper-setting seeds
+    smoke_row = next(r for r in rows if "| 0.500 |" in r)
+    assert "| 1 | 0.500 | — | — |" in smoke_row                         # shown, but not compared
+    assert "| 1 | 0.450 | — | — |" in next(r for r in rows if "| 192 |" in r)
+    assert "5 runs; 1 compared with the paper" in text
+    assert "train_epochs 1 (paper 10)" in text and "output_token_len 96 (paper 192)" in text
+    assert "global batch 128 on 4 processes (paper 32)" in text
+
+
+def test_report_marks_misses_and_leaves_out_runs_without_identity(tmp_path):
+    _run(tmp_path, _paper_config("dlinear", "ETTh1", 192), 2021, 0.440, 0.43)
+    os.makedirs(tmp_path / "old")
+    (tmp_path / "old" / "metrics.json").write_text(json.dumps({"mse": 1.0, "model": "dlinear"}))
+    report.main([str(tmp_path)])
+    text = (tmp_path / "report.md").read_text()
+    assert "| 0.440 | 0.405 | **+8.6%** ✗ |" in _rows(text)[0]
+    assert "1 worse than the paper's MSE by more than 2%" in text
+    assert "old/metrics.json: written before run identities" in text
 
 
 def test_report_needs_some_results(tmp_path):
@@ -47,13 +98,33 @@ def test_report_needs_some_results(tmp_path):
         report.main([str(tmp_path)])
 
 
+def test_paper_settings_are_what_the_scripts_run(tmp_path):
+    """paper_settings.json is current with make_scripts.py's table, and equals what the generated script
+    runs (its run.py command line, captured by a stand-in python)."""
+    from scripts import make_scripts
+    assert json.load(open(report.DEFAULT_SETTINGS)) == json.loads(json.dumps(make_scripts.paper_settings()))
+    shim = tmp_path / "bin"
+    os.makedirs(shim)
+    (shim / "python").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'calls'}\n")
+    os.chmod(shim / "python", 0o755)
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", "HORIZONS": "192"}
+    subprocess.run(["bash", os.path.join(REPO, "scripts", "long_term_forecast", "patchtst_ETTh1.sh")], env=env,
+                   check=True)
+    (call,) = (tmp_path / "calls").read_text().splitlines()
+    args = parse_args(call.split()[1:])  # after run.py
+    validate(args)
+    config = run_config(args, "ETTh1.csv", None, world_size=1)
+    del config["data"]["fingerprint"], config["training"]["seed"]
+    assert config == _paper_config("patchtst", "ETTh1", 192)
+
+
 def test_visualize_writes_forecast_and_loss_plots(tiny_args, tmp_path):
     run.main(tiny_args + ["--visualize", "--plot_channel", "0", "--train_epochs", "1"])
     (run_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
-    names = sorted(os.listdir(run_dir))
-    assert [n for n in names if n.startswith("forecast_")] == [f"forecast_{i}.png" for i in range(4)]
-    assert "loss_curves.png" in names
-    assert all((run_dir / n).read_bytes()[:4] == b"\x89PNG" for n in names if n.endswith(".png"))
+    forecasts = sorted(os.listdir(run_dir / "tp16"))
+    assert [n for n in forecasts if n.startswith("forecast_")] == [f"forecast_{i}.png" for i in range(4)]
+    pngs = [run_dir / "loss_curves.png", *(run_dir / "tp16" / n for n in forecasts if n.endswith(".png"))]
+    assert all(path.read_bytes()[:4] == b"\x89PNG" for path in pngs)
 
 
 def test_test_drop_last_scores_only_whole_batches(tiny_args):
@@ -65,7 +136,7 @@ def test_test_drop_last_scores_only_whole_batches(tiny_args):
 
 def test_benchmark_file_names_map_to_paper_dataset_names():
     from data_provider.factory import dataset_name
-    from utils.args import parse_args
+    from exp.flags import parse_args
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "national_illness.csv"])) == "ILI"
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "x/exchange_rate.csv"])) == "Exchange"
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "mine.csv"])) == "mine"

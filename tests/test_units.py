@@ -10,37 +10,45 @@ from torch.utils.data import DistributedSampler
 
 from data_provider.factory import split_bounds, time_features
 from data_provider.windows import (ShuffledShard, WindowDataset, autoregressive_offsets, direct_offsets,
-                                   eval_loader, train_loader)
+                                   eval_loader, eval_windows, train_loader)
 from models.layers.dropout import LEVELS, Dropout
 from utils import checkpoint
-from utils.dist import global_mean, shard_range
+from utils.dist import global_mean
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError
 from utils.metrics import error_sums, metrics_from_sums
 from utils.schedule import build_scheduler, epoch_factor, warmup_factor, world_factor
 
 
-# ---- sharding ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [0, 1, 5, 7, 100, 101])
-@pytest.mark.parametrize("world", [1, 2, 3, 8])
-def test_shards_cover_every_index_exactly_once(n, world):
-    shards = [shard_range(n, rank, world) for rank in range(world)]
-    assert sorted(i for s in shards for i in s) == list(range(n))
-    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+# ---- sharding: a fake (rank, world) against one process --------------------------------------
+def _windows(n):
+    """A dataset of n windows whose first input value is the window's index."""
+    return WindowDataset(torch.arange(n + 3, dtype=torch.float32)[:, None], None, 0, n + 3, 2, direct_offsets(2, 2))
 
 
-def test_more_ranks_than_windows_leaves_some_ranks_empty_but_complete():
-    shards = [list(shard_range(3, r, 8)) for r in range(8)]
-    assert [i for s in shards for i in s] == [0, 1, 2] and shards[5] == []
+def _ids(batch):
+    return batch.x[:, 0, 0].long().tolist()
 
 
-def test_eval_loaders_of_all_ranks_together_see_each_window_once():
-    series = torch.arange(200, dtype=torch.float32)[:, None]
-    ds = WindowDataset(series, None, 0, 200, 10, direct_offsets(10, 5))
-    seen = []
-    for rank in range(3):
-        seen += [b.x[:, 0, 0].long().tolist() for b in eval_loader(ds, 8, rank, 3)]
-    assert sorted(i for b in seen for i in b) == list(range(len(ds)))
+@pytest.mark.parametrize("world,batch,accum", [(2, 4, 1), (3, 2, 2), (4, 3, 1)])
+def test_ddp_takes_the_steps_one_process_takes_at_the_global_batch_for_every_size(world, batch, accum):
+    """Every n from one step to 80, including n mod (W*B*accum) > W*B*accum - W, where padded shards gave DDP
+    one step more than one process, on a duplicated window."""
+    for n in range(world * batch * accum, 80):
+        single = train_loader(_windows(n), world * batch, 0, 1, seed=3, accum_steps=accum)
+        ranks = [train_loader(_windows(n), batch, r, world, seed=3, accum_steps=accum) for r in range(world)]
+        for loader in (single, *ranks):
+            loader.set_epoch(2)
+        # one process's optimizer step of W*B*accum windows holds the windows of the W ranks' step
+        for step, (one, *parts) in enumerate(zip(*(_regroup(r, accum) for r in (single, *ranks)), strict=True)):
+            together = [i for part in parts for i in part]
+            assert sorted(together) == sorted(one) and len(set(together)) == len(together), (n, step)
+
+
+def _regroup(loader, accum):
+    """A rank's micro-batches of one accumulation group, as one list per optimizer step."""
+    batches = [_ids(b) for b in loader]
+    return [sum(batches[i:i + accum], []) for i in range(0, len(batches), accum)]
 
 
 def test_training_drops_an_incomplete_last_batch_or_accumulation_group():
@@ -51,27 +59,35 @@ def test_training_drops_an_incomplete_last_batch_or_accumulation_group():
     assert eval_loader(ds, 8, 0, 1).batch_sizes() == [8] * 11 + [7]                   # evaluation keeps all
 
 
-def test_train_sampler_shards_of_a_fake_world_reassemble_the_single_process_batches():
-    series = torch.arange(100, dtype=torch.float32)[:, None]
-    ds = WindowDataset(series, None, 0, 99, 4, direct_offsets(4, 2))  # 94 windows: no sampler padding
-    single = train_loader(ds, 8, 0, 1, seed=3)
-    ranks = [train_loader(ds, 4, r, 2, seed=3) for r in range(2)]
-    for loader in [single, *ranks]:
-        loader.set_epoch(5)
-    for one, a, b in zip(single, *ranks):
-        assert sorted(one.x[:, 0, 0].tolist()) == sorted(torch.cat([a.x, b.x])[:, 0, 0].tolist())
+@pytest.mark.parametrize("n,world,batch", [(95, 2, 8), (95, 3, 8), (7, 4, 2), (3, 8, 1), (40, 2, 8)])
+def test_evaluation_deals_one_processs_batches_to_the_ranks(n, world, batch):
+    """Each rank's batches are batches of one process at the same batch size; together every window once."""
+    single = [_ids(b) for b in eval_loader(_windows(n), batch, 0, 1)]
+    ranks = [[_ids(b) for b in eval_loader(_windows(n), batch, r, world)] for r in range(world)]
+    assert sorted(b for r in ranks for b in r) == sorted(single)
+    assert ranks[0] == single[0::world]
+
+
+def test_dropping_incomplete_test_batches_counts_the_global_batch():
+    """One process at batch 32 scores 2784 of ETTh1's 2785 test windows at horizon 96; two ranks at batch 16 each
+    must score the same 2784, not the 2752 a cut of each rank's share left."""
+    assert eval_windows(2785, 32, 1, drop_last=True) == eval_windows(2785, 16, 2, drop_last=True) == 2784
+    ranks = [eval_loader(_windows(2785), 16, r, 2, drop_last=True) for r in range(2)]
+    assert sum(len(b.x) for loader in ranks for b in loader) == 2784
+    assert eval_windows(2785, 16, 2) == 2785
 
 
 # ---- window indexing ---------------------------------------------------------------------------
-@pytest.mark.parametrize("n,world", [(94, 1), (94, 2), (10, 4), (3, 8), (1, 3)])
-def test_shuffled_shards_follow_distributed_samplers_order_and_padding(n, world):
+@pytest.mark.parametrize("n,world,step", [(94, 1, 1), (94, 2, 1), (94, 2, 8), (10, 4, 2), (30, 8, 1), (1, 1, 1)])
+def test_shuffled_shards_follow_distributed_samplers_order_cut_to_whole_steps(n, world, step):
     for rank in range(world):
-        shard = ShuffledShard(n, rank, world, seed=7)
-        sampler = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=7)
+        shard = ShuffledShard(n, rank, world, seed=7, step_windows=step)
+        sampler = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=7, drop_last=True)
         for epoch in (0, 3):
             shard.set_epoch(epoch)
             sampler.set_epoch(epoch)
-            assert shard.indices().tolist() == list(sampler) and len(shard) == len(sampler)
+            whole_steps = n // (world * step) * step
+            assert shard.indices().tolist() == list(sampler)[:whole_steps] and len(shard) == whole_steps
 
 
 def test_autoregressive_targets_are_the_next_token_after_each_input_token():
@@ -266,8 +282,9 @@ def test_atomic_save_and_safe_load(tmp_path):
 
 # ---- readers and the data factory --------------------------------------------------------------
 def _args(**kw):
-    from utils.args import parse_args
+    from exp.flags import parse_args, validate
     args = parse_args(["--seq_len", "96", "--input_token_len", "48", "--output_token_len", "24"])
+    validate(args)
     for k, v in kw.items():
         setattr(args, k, v)
     return args
@@ -317,10 +334,11 @@ def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
     assert raw.values.shape == (10, 3) and raw.dates is None and raw.split_ends == (7, 8, 10)
 
 
-def test_optimizer_skips_frozen_parameters():
-    from exp.exp_forecast import ExpForecast
-    from utils.dist import DistEnv
+def test_optimizer_skips_frozen_parameters(tmp_path):
     from data_provider.factory import DataBundle
+    from exp.exp_forecast import ExpForecast
+    from exp.identity import RunIdentity, RunPlan
+    from utils.dist import DistEnv
 
     class Frozen(nn.Module):
         def __init__(self):
@@ -330,8 +348,9 @@ def test_optimizer_skips_frozen_parameters():
 
     data = torch.randn(60, 1)
     ds = WindowDataset(data, None, 0, 60, 4, direct_offsets(4, 2))
-    bundle = DataBundle("toy", {"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None)
+    bundle = DataBundle("toy", {"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None, "toy.csv", "0-0")
     env = DistEnv(0, 0, 1, torch.device("cpu"), "gloo", False)
-    exp = ExpForecast(_args(), env, bundle, Frozen())
+    plan = RunPlan(RunIdentity("toy", "0", 0, {}), str(tmp_path), str(tmp_path), "tp24", True, None, False, "")
+    exp = ExpForecast(_args(), env, bundle, Frozen(), plan)
     params = exp._select_optimizer().param_groups[0]["params"]
     assert len(params) == 2 and all(p.requires_grad for p in params)

@@ -6,6 +6,7 @@ Every helper is a no-op in a single process, so the training code has one path f
 import datetime
 import os
 import statistics
+import time
 from dataclasses import dataclass
 
 import torch
@@ -68,21 +69,102 @@ def init(env: DistEnv, timeout_minutes: float = 30.0) -> None:
     if env.device.type == "cuda":
         torch.cuda.set_device(env.device)
     timeout = datetime.timedelta(minutes=timeout_minutes)
-    dist.init_process_group(backend=env.backend, store=_store(env, timeout), rank=env.rank,
+    dist.init_process_group(backend=env.backend, store=_connect(env.world_size, timeout), rank=env.rank,
                             world_size=env.world_size, timeout=timeout,
                             device_id=env.device if env.device.type == "cuda" else None)
 
 
-def _store(env: DistEnv, timeout: datetime.timedelta) -> dist.Store:
+_STORE = {}  # the rendezvous store of this attempt, connected once
+
+
+def _connect(world_size: int, timeout: datetime.timedelta) -> dist.Store:
     """torchrun's rendezvous store, namespaced by its restart count.
 
     torchrun keeps one store across restarts: without the namespace, a restarted group would read the
     addresses its failed predecessor published and wait for peers that no longer exist.
     """
-    agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), env.world_size,
-                          is_master=not agent_hosts_store and env.rank == 0, timeout=timeout)
-    return dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    if "store" not in _STORE:
+        agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                              is_master=not agent_hosts_store and os.environ["RANK"] == "0", timeout=timeout)
+        _STORE["store"] = dist.PrefixStore(f"attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+    return _STORE["store"]
+
+
+# ---- start-up: every rank learns within seconds that another could not start ---------------------------
+_FAILURES = "tsf/failures"
+
+
+class Startup:
+    """The checks that can fail on bad input run inside `with Startup(env, timeout) as startup:` on every rank.
+
+    A rank whose checks fail publishes its one-line error (publish_failure, from run.py's handler) and exits;
+    at the end of the block the others see it and stop with "a peer rank stopped: <its error>" instead of
+    waiting for it in a collective. Ranks that pass compare `startup.digest` (what each decided from files
+    it read): different checkpoints or data on different nodes are an error too, not a silent divergence.
+    """
+
+    def __init__(self, env: DistEnv, timeout_minutes: float):
+        self.env, self.timeout = env, datetime.timedelta(minutes=timeout_minutes)
+        self.digest = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb) -> None:
+        if kind is not None or not self.env.ddp or self.env.world_size == 1:
+            return
+        store, world = _connect(self.env.world_size, self.timeout), self.env.world_size
+        store.set(f"tsf/digest/{self.env.rank}", self.digest)
+        store.add("tsf/ready", 1)
+        deadline = time.monotonic() + self.timeout.total_seconds()
+        while True:
+            failure = peer_failure()
+            if failure:
+                raise ConfigError(f"a peer rank stopped: {failure}")
+            if store.add("tsf/ready", 0) == world:
+                break
+            if time.monotonic() > deadline:
+                raise ConfigError("some ranks did not finish start-up within --dist_timeout")
+            time.sleep(0.05)
+        digests = [store.get(f"tsf/digest/{r}").decode() for r in range(world)]
+        odd = [r for r, d in enumerate(digests) if d != digests[0]]
+        if odd:
+            raise ConfigError(f"ranks {odd} decided differently from rank 0 at start-up ({digests[odd[0]]!r} vs "
+                              f"{digests[0]!r}): data files and --checkpoints must be the same on every node")
+
+
+def _under_torchrun() -> bool:
+    return all(v in os.environ for v in (*_TORCHRUN_VARS, "MASTER_ADDR", "MASTER_PORT"))
+
+
+def publish_failure(message: str) -> None:
+    """Leave this rank's one-line error where every peer looks for it (best effort: the store may be gone)."""
+    if not _under_torchrun() or int(os.environ["WORLD_SIZE"]) < 2:
+        return
+    try:
+        store = _connect(int(os.environ["WORLD_SIZE"]), datetime.timedelta(seconds=10))
+        store.set(f"tsf/failure/{os.environ['RANK']}", message)
+        store.add(_FAILURES, 1)
+    except Exception:  # noqa: BLE001 - nothing more to do for a rank that is failing already
+        pass
+
+
+def peer_failure() -> str | None:
+    """The first published error of another rank, if any (never blocks on a missing key)."""
+    if "store" not in _STORE:
+        return None
+    store = _STORE["store"]
+    try:
+        if store.add(_FAILURES, 0) == 0:
+            return None
+        for rank in range(int(os.environ["WORLD_SIZE"])):
+            key = f"tsf/failure/{rank}"
+            if str(rank) != os.environ["RANK"] and store.check([key]):
+                return store.get(key).decode()
+    except Exception:  # noqa: BLE001 - the store went away with the rank that hosted it
+        return "it left before saying why, and took the rendezvous store with it"
+    return None
 
 
 def destroy() -> None:
@@ -111,6 +193,15 @@ def global_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     """Exact mean over all ranks from per-rank (sum, count), not a mean of per-rank means."""
     both = all_reduce_sum(torch.stack([total.double().reshape(()), count.double().reshape(())]))
     return both[0] / both[1]
+
+
+def all_gather_object(obj) -> list:
+    """Every rank's obj (picklable), on every rank; [obj] single-process."""
+    if not is_distributed():
+        return [obj]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
 
 
 def all_gather_floats(value: float, device: torch.device) -> list:
@@ -144,13 +235,3 @@ def describe_failure(error: BaseException) -> str | None:
         return (f"a collective operation failed: another rank died, stalled past --dist_timeout, or is "
                 f"unreachable ({message[:300]}); check the other ranks' logs")
     return None
-
-
-def shard_range(n: int, rank: int, world_size: int) -> range:
-    """Contiguous, disjoint shard of range(n) for one rank; sizes differ by at most one.
-
-    Unlike DistributedSampler this never pads, so evaluation sees every window exactly once.
-    """
-    base, extra = divmod(n, world_size)
-    start = rank * base + min(rank, extra)
-    return range(start, start + base + (1 if rank < extra else 0))

@@ -1,96 +1,126 @@
-"""Everything a run writes under results_dir. Built once: the main rank gets a writer, others a no-op."""
+"""Everything a run writes under results_dir. Built once: the main rank gets a writer, other ranks a no-op."""
 import csv
+import fcntl
+import io
 import json
 import os
+import shutil
 import time
 
-from torch.utils.tensorboard import SummaryWriter
+from utils.files import guarded, write_atomic
+from utils.identity import provenance
+from utils.metrics import METRIC_NAMES
 
-RESULTS_COLUMNS = ("time", "setting", "model", "dataset", "features", "seq_len", "output_token_len", "test_pred_len",
-                   "mse", "mae", "rmse", "mape", "mspe", "world_size", "global_batch_size", "learning_rate",
-                   "effective_lr", "best_epoch", "epochs_run", "n_test_windows")
+RESULTS_COLUMNS = ("time", "setting", "test", "config_id", "seed", "model", "dataset", "features", "seq_len",
+                   "output_token_len", "test_pred_len", *METRIC_NAMES, "world_size", "global_batch_size",
+                   "learning_rate", "effective_lr", "best_epoch", "epochs_run", "n_test_windows")
+CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
 
 
 class RunOutputs:
-    def __init__(self, results_dir: str, run_name: str, history: list = ()):
-        self.results_dir = results_dir
-        self.dir = os.path.join(results_dir, run_name)
-        os.makedirs(self.dir, exist_ok=True)
-        self._tb = None  # created on first use, so a test-only run leaves no empty event file
-        self._history_rows = list(history)  # a resumed run continues its history.csv
+    """results_root/<run>/: history.csv and tensorboard/ of the run's training, <test>/metrics.json and plots of
+    each of its tests; and one row per (run, test) in results_root/results.csv."""
+
+    def __init__(self, results_root: str, setting: str):
+        self.root, self.setting = results_root, setting
+        self.dir = os.path.join(results_root, setting)
+        self._tb = None
+        self._history = []
+
+    def start_training(self, history: list) -> None:
+        """A fresh event stream holding exactly this run's epochs so far (a resumed run's restored ones): an
+        interrupted attempt's events are dropped, so TensorBoard never shows an epoch twice."""
+        self.close()
+        shutil.rmtree(os.path.join(self.dir, "tensorboard"), ignore_errors=True)
+        self._history = []
+        for row in history:
+            self.epoch(row)
 
     def epoch(self, row: dict) -> None:
         """One history.csv row per epoch (rewritten whole, so the file is always complete) + TensorBoard."""
-        self._history_rows.append(dict(row))
-        _write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history_rows)
+        self._history.append(dict(row))
+        _write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history)
+        events = os.path.join(self.dir, "tensorboard")
         if self._tb is None:
-            self._tb = SummaryWriter(log_dir=os.path.join(self.dir, "tensorboard"))
-        for key in ("train_loss", "vali_loss", "test_loss", "lr"):
-            self._tb.add_scalar(key, row[key], row["epoch"])
-        self._tb.flush()
-
-    def metrics(self, metrics: dict) -> None:
-        _write_text(os.path.join(self.dir, "metrics.json"), json.dumps(metrics, indent=2) + "\n")
-        row = {k: metrics.get(k) for k in RESULTS_COLUMNS}
-        row["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        path = os.path.join(self.results_dir, "results.csv")
-        new = not os.path.isfile(path)
-        with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=RESULTS_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+            from torch.utils.tensorboard import SummaryWriter  # only training runs load TensorBoard
+            self._tb = guarded(events, SummaryWriter, log_dir=events)
+        for key in CURVES:
+            guarded(events, self._tb.add_scalar, key, row[key], row["epoch"])
+        guarded(events, self._tb.flush)
 
     def loss_curves(self) -> None:
         from utils.visualize import plot_losses  # matplotlib is loaded only by runs that plot
-        if self._history_rows:
-            plot_losses(os.path.join(self.dir, "loss_curves.png"), self._history_rows)
+        path = os.path.join(self.dir, "loss_curves.png")
+        if self._history:
+            write_atomic(path, lambda f: plot_losses(f, self._history))
 
-    def forecasts(self, windows: list) -> None:
-        """windows: (title, history, truth, forecast, [(panel name, channel)]) with (time, channel) arrays."""
-        from utils.visualize import plot_forecast
-        for i, (title, history, truth, forecast, panels) in enumerate(windows):
-            plot_forecast(os.path.join(self.dir, f"forecast_{i}.png"), history, truth, forecast, panels, title)
+    def test(self, test: str, metrics: dict, forecasts: list = ()) -> str:
+        """metrics.json (with provenance) and plots of one test; its row of results.csv. Returns the test's folder."""
+        folder = os.path.join(self.dir, test)
+        text = json.dumps({**metrics, "provenance": provenance()}, indent=2) + "\n"
+        write_atomic(os.path.join(folder, "metrics.json"), lambda f: f.write(text.encode()))
+        if forecasts:
+            from utils.visualize import plot_forecast
+            for i, (title, history, truth, forecast, panels) in enumerate(forecasts):
+                path = os.path.join(folder, f"forecast_{i}.png")
+                write_atomic(path, lambda f: plot_forecast(f, history, truth, forecast, panels, title))
+        _replace_result_row(os.path.join(self.root, "results.csv"),
+                            {**{k: metrics.get(k) for k in RESULTS_COLUMNS}, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                             "test": test})
+        return folder
 
     def close(self) -> None:
         if self._tb is not None:
-            self._tb.close()
+            guarded(os.path.join(self.dir, "tensorboard"), self._tb.close)
+            self._tb = None
 
 
 class NullOutputs:
     """Non-main ranks: same interface, writes nothing."""
 
-    def epoch(self, row: dict) -> None:
+    def __init__(self, results_root: str, setting: str):
+        self.dir = os.path.join(results_root, setting)
+
+    def start_training(self, history: list) -> None:
         pass
 
-    def metrics(self, metrics: dict) -> None:
+    def epoch(self, row: dict) -> None:
         pass
 
     def loss_curves(self) -> None:
         pass
 
-    def forecasts(self, windows: list) -> None:
-        pass
+    def test(self, test: str, metrics: dict, forecasts: list = ()) -> str:
+        return os.path.join(self.dir, test)
 
     def close(self) -> None:
         pass
 
 
-def make_outputs(is_main: bool, results_dir: str, run_name: str, history: list = ()):
-    return RunOutputs(results_dir, run_name, history) if is_main else NullOutputs()
+def make_outputs(is_main: bool, results_root: str, setting: str):
+    return (RunOutputs if is_main else NullOutputs)(results_root, setting)
 
 
-def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _replace_result_row(path: str, row: dict) -> None:
+    """Add a (run, test) row to results.csv, replacing that pair's earlier row: a re-test or a restarted job
+    never leaves two rows for one result. A lock on the folder serialises runs sharing results_dir."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    lock = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rows = []
+        if os.path.isfile(path):
+            with open(path, newline="") as f:
+                rows = [r for r in csv.DictReader(f) if (r.get("setting"), r.get("test")) != (row["setting"], row["test"])]
+        _write_csv(path, RESULTS_COLUMNS, [*rows, row])
+    finally:
+        os.close(lock)  # releases the lock
 
 
-def _write_csv(path: str, fields: list, rows: list) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+def _write_csv(path: str, fields, rows: list) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, lambda f: f.write(buffer.getvalue().encode()))

@@ -1,11 +1,14 @@
-"""Our results beside the papers': a markdown table of dataset x horizon x model.
+"""Our results beside the papers': a markdown table, one row per configuration and test.
 
     python -m utils.report RESULTS_DIR [--reference scripts/reproduce/paper_results.csv] [--out FILE]
 
-Reads every metrics.json under RESULTS_DIR (runs still missing are simply absent), averages repeated
-runs of the same cell (and shows their MSE range), matches the paper's number with the same model,
-dataset, lookback and horizon, and marks cells whose MSE is worse than the paper's by more than
---tolerance (2%).
+Reads every metrics.json under RESULTS_DIR. Runs are grouped by identity: one row holds the runs of one
+configuration (its config_id) on one test, so the seeds of a configuration are the only thing averaged
+(their count and MSE range are shown). A row is compared with the paper's number only when its whole
+configuration is the paper's setting for that horizon (scripts/reproduce/paper_settings.json, written by
+scripts/make_scripts.py from the paper-setting scripts): lookback, trained and tested horizon, epochs,
+schedule, batch, model size... Gaps worse than --tolerance (2%) are marked. The report ends with every run
+it left out of the comparison, and why.
 """
 import argparse
 import csv
@@ -15,25 +18,68 @@ import os
 import sys
 from collections import defaultdict
 
-DEFAULT_REFERENCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                 "scripts", "reproduce", "paper_results.csv")
-Key = tuple  # (dataset, horizon, model, seq_len)
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.csv")
+DEFAULT_SETTINGS = os.path.join(HERE, "scripts", "reproduce", "paper_settings.json")
+ORDER = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7, "ILI": 8}
+# what a configuration must share with the paper's setting; the data file is compared by name, not by
+# fingerprint (each machine has its own copy), and free-form tags do not count
+COMPARED = ("model", "task", "training")
+# compared through what they make together, the global batch and the effective learning rate
+PER_PROCESS = ("seed", "batch_size", "learning_rate", "world_size")
 
 
-def load_results(results_dir: str) -> dict:
-    """Key -> list of metrics dicts, from every metrics.json below results_dir."""
-    runs = defaultdict(list)
-    for path in glob.glob(os.path.join(results_dir, "**", "metrics.json"), recursive=True):
+def load_runs(results_dir: str) -> tuple:
+    """(groups: (config_id, test) -> [metrics of each seed], skipped: [(path, reason)])."""
+    groups, skipped, seen = defaultdict(list), [], {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "metrics.json"), recursive=True)):
         with open(path) as f:
             m = json.load(f)
-        dataset = m.get("dataset", m.get("data"))  # results written before the dataset field had only data
-        runs[(dataset, int(m["test_pred_len"]), m["model"], int(m["seq_len"]))].append(m)
-    return runs
+        if "config_id" not in m:
+            skipped.append((path, "written before run identities (no config_id): rerun it"))
+            continue
+        key = (m["config_id"], m["test"])
+        if (key, m["seed"]) in seen:  # a copied run folder: the same run twice
+            skipped.append((path, f"the same run as {seen[key, m['seed']]}"))
+            continue
+        seen[key, m["seed"]] = path
+        groups[key].append(m)
+    return groups, skipped
 
 
 def load_reference(path: str) -> dict:
     with open(path, newline="") as f:
-        return {(r["dataset"], int(r["horizon"]), r["model"], int(r["seq_len"])): r for r in csv.DictReader(f)}
+        return {(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])): r for r in csv.DictReader(f)}
+
+
+def load_settings(path: str) -> dict:
+    """(model, dataset, horizon) -> the configuration of the paper-setting script for that horizon."""
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return {(s["model"], s["dataset"], s["horizon"]): s["config"] for s in json.load(f)}
+
+
+def paper_mismatch(run: dict, setting: dict | None) -> str | None:
+    """Why a run is not the paper's setting (None: it is)."""
+    if setting is None:
+        return "no paper setting for this model, dataset and horizon"
+    if run["test"] != f"tp{run['test_pred_len']}":
+        return f"test {run['test']} is not the paper's protocol of every window"
+    ours = run["config"]
+    found = [f"{k} {ours[s].get(k)} (paper {v})" for s in COMPARED for k, v in setting[s].items()
+             if k not in PER_PROCESS and ours[s].get(k) != v]
+    found += [f"{k} {v} (paper: unset)" for s in COMPARED for k, v in ours[s].items()
+              if k not in PER_PROCESS and k not in setting[s]]
+    for k in ("data", "target", "file"):
+        if ours["data"].get(k) != setting["data"].get(k):
+            found.append(f"{k} {ours['data'].get(k)} (paper {setting['data'].get(k)})")
+    paper_batch = setting["training"]["batch_size"] * setting["training"]["accum_steps"]
+    if run["global_batch_size"] != paper_batch:
+        found.append(f"global batch {run['global_batch_size']} on {run['world_size']} processes (paper {paper_batch})")
+    if run["effective_lr"] != setting["training"]["learning_rate"]:
+        found.append(f"effective lr {run['effective_lr']:g} (paper {setting['training']['learning_rate']:g})")
+    return "differs from the paper's setting: " + ", ".join(found) if found else None
 
 
 def _gap(ours: float, paper: float | None) -> float | None:
@@ -55,43 +101,61 @@ def _runs_cell(mses: list) -> str:
     return "1" if len(mses) == 1 else f"{len(mses)}: {min(mses):.3f}–{max(mses):.3f}"
 
 
-def build_table(runs: dict, reference: dict, tolerance: float = 0.02) -> tuple:
-    """(markdown table, number of cells worse than the paper by more than tolerance)."""
-    order = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7,
-             "ILI": 8}
-    lines = ["| dataset | horizon | model | lookback | MSE | paper MSE | MSE gap | MAE | paper MAE | MAE gap "
-             "| runs: MSE range |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    misses = 0
-    for key in sorted(runs, key=lambda k: (order.get(k[0], 99), k[0], k[1], k[2], k[3])):
-        dataset, horizon, model, seq_len = key
-        mses = [m["mse"] for m in runs[key]]
-        mse = sum(mses) / len(mses)
-        mae = sum(m["mae"] for m in runs[key]) / len(runs[key])
-        paper = reference.get(key)
+def build_table(groups: dict, reference: dict, settings: dict, tolerance: float = 0.02) -> tuple:
+    """(markdown table, cells compared, cells worse than the paper by more than tolerance, notes on rows not
+    compared with the paper)."""
+    lines = ["| dataset | horizon | model | lookback | runs: MSE range | MSE | paper MSE | MSE gap | MAE | paper MAE "
+             "| MAE gap | configuration |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    compared = misses = 0
+    notes = []
+
+    def order(key):
+        m = groups[key][0]
+        return ORDER.get(m["dataset"], 99), m["dataset"], m["test_pred_len"], m["model"], m["seq_len"], key
+
+    for key in sorted(groups, key=order):
+        runs = groups[key]
+        m = runs[0]
+        mses = [r["mse"] for r in runs]
+        mse, mae = sum(mses) / len(mses), sum(r["mae"] for r in runs) / len(runs)
+        paper = reference.get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"]))
+        reason = paper_mismatch(m, settings.get((m["model"], m["dataset"], m["test_pred_len"]))) if paper else None
+        if reason:
+            notes.append(f"{m['model']} {m['dataset']} {m['test']} ({m['config_id']}, {len(runs)} runs): {reason}")
+            paper = None
         paper_mse = float(paper["mse"]) if paper else None
         paper_mae = float(paper["mae"]) if paper else None
         mse_gap = _gap(mse, paper_mse)
+        compared += paper is not None
         misses += mse_gap is not None and mse_gap > tolerance
-        lines.append(f"| {dataset} | {horizon} | {model} | {seq_len} | {mse:.3f} | {_cell(paper_mse)} | "
-                     f"{_gap_cell(mse_gap, tolerance)} | {mae:.3f} | {_cell(paper_mae)} | "
-                     f"{_gap_cell(_gap(mae, paper_mae), tolerance)} | {_runs_cell(mses)} |")
-    return "\n".join(lines), misses
+        lines.append(f"| {m['dataset']} | {m['test_pred_len']} | {m['model']} | {m['seq_len']} | {_runs_cell(mses)} | "
+                     f"{mse:.3f} | {_cell(paper_mse)} | {_gap_cell(mse_gap, tolerance)} | {mae:.3f} | "
+                     f"{_cell(paper_mae)} | {_gap_cell(_gap(mae, paper_mae), tolerance)} | {m['config_id']} |")
+    return "\n".join(lines), compared, misses, notes
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir")
     parser.add_argument("--reference", default=DEFAULT_REFERENCE, help="CSV of published numbers")
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="JSON of the paper-setting configurations")
     parser.add_argument("--out", default=None, help="markdown file to write (default: RESULTS_DIR/report.md)")
     parser.add_argument("--tolerance", type=float, default=0.02, help="relative MSE gap that marks a miss")
     args = parser.parse_args(argv)
-    runs = load_results(args.results_dir)
-    if not runs:
-        raise SystemExit(f"no metrics.json under {args.results_dir}")
-    table, misses = build_table(runs, load_reference(args.reference), args.tolerance)
-    text = (f"{table}\n\n{len(runs)} cells; {misses} worse than the paper's MSE by more than "
-            f"{args.tolerance:.0%} (✗). Gap = (ours - paper) / paper.\n")
+    groups, skipped = load_runs(args.results_dir)
+    if not groups:
+        raise SystemExit(f"no metrics.json of a run under {args.results_dir}" +
+                         (f" ({len(skipped)} skipped: {skipped[0][1]})" if skipped else ""))
+    table, compared, misses, notes = build_table(groups, load_reference(args.reference), load_settings(args.settings),
+                                                 args.tolerance)
+    n_runs = sum(map(len, groups.values()))
+    text = (f"{table}\n\n{len(groups)} configurations x tests from {n_runs} runs; {compared} compared with the paper, "
+            f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗). Gap = (ours - paper) / "
+            f"paper; a row averages the seeds of one configuration.\n")
+    if notes or skipped:
+        text += "\nNot compared with the paper or left out:\n" + "".join(f"- {n}\n" for n in notes) \
+            + "".join(f"- {path}: {reason}\n" for path, reason in skipped)
     out = args.out or os.path.join(args.results_dir, "report.md")
     with open(out, "w") as f:
         f.write(text)

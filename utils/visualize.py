@@ -1,4 +1,5 @@
-"""PNG plots of test forecasts and loss curves (written by the main rank only, through RunOutputs)."""
+"""PNG plots of test forecasts and loss curves, each written to a file object (RunOutputs writes them
+atomically, on the main rank only)."""
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display needed
@@ -6,7 +7,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
-def plot_forecast(path: str, history, truth, forecast, panels: list, title: str) -> None:
+def plot_forecast(out, history, truth, forecast, panels: list, title: str) -> None:
     """One window: for each (name, channel) panel, the input history, then truth and forecast after it."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
     past = range(-len(history) + 1, 1)
@@ -20,12 +21,10 @@ def plot_forecast(path: str, history, truth, forecast, panels: list, title: str)
         ax.legend(loc="upper left", fontsize=8)
     axes[0, 0].set_title(title)
     axes[-1, 0].set_xlabel("time step relative to the forecast origin")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, out)
 
 
-def plot_losses(path: str, rows: list) -> None:
+def plot_losses(out, rows: list) -> None:
     epochs = [r["epoch"] for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, label in (("train_loss", "train"), ("vali_loss", "validation"), ("test_loss", "test")):
@@ -35,6 +34,12 @@ def plot_losses(path: str, rows: list) -> None:
     ax.set_ylabel("MSE")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, out)
+
+
+def _save(fig, out) -> None:
+    try:
+        fig.tight_layout()
+        fig.savefig(out, format="png", dpi=110)
+    finally:
+        plt.close(fig)  # also when the write fails: a long sweep must not pile up open figures

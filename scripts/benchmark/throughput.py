@@ -34,8 +34,10 @@ import models  # noqa: E402
 from data_provider.factory import build_data  # noqa: E402
 from data_provider.windows import WindowLoader  # noqa: E402
 from exp.exp_forecast import ExpForecast  # noqa: E402
+from exp.flags import parse_args, validate  # noqa: E402
+from exp.identity import plan_runs  # noqa: E402
+from run import build_model  # noqa: E402
 from utils.allocator import keep_freed_memory  # noqa: E402
-from utils.args import parse_args, validate  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
 from utils.schedule import build_scheduler  # noqa: E402
 
@@ -74,14 +76,16 @@ def matmul_peak(device: torch.device) -> float:
 
 
 def make_exp(name: str, data_root: str, device: torch.device, extra=(), ddp: bool = False):
+    out = tempfile.mkdtemp()
     args = parse_args(COMMON + MODELS[name] + ["--root_path", os.path.join(data_root, "ETT-small"),
-                                              "--results_dir", tempfile.mkdtemp(), *extra])
+                                              "--results_dir", out, "--checkpoints", os.path.join(out, "ckpt"),
+                                              *extra])
     validate(args)
     env = DistEnv(0, 0, 1, device, "nccl" if device.type == "cuda" else "gloo", ddp)
     torch.manual_seed(0)
     data = build_data(args, device, True, models.capabilities(args.model).time_marks)
-    config = argparse.Namespace(**vars(args), enc_in=data.n_channels, n_marks=data.n_marks)
-    return ExpForecast(args, env, data, models.build(args.model, config)), args
+    (plan,) = plan_runs(args, data, env.world_size)
+    return ExpForecast(args, env, data, build_model(args, data), plan), args
 
 
 def limited(loader: WindowLoader, steps: int | None) -> WindowLoader:

@@ -1,0 +1,292 @@
+"""Command-line flags: the framework's own, plus every model's hyper-parameters from the registry.
+
+Every flag has a role, which decides whether it is part of a run's identity (exp/identity.py):
+  tag       free-form names of a configuration (model_id, des): part of its identity
+  model     the architecture: the model and its hyper-parameters (must match pretrained weights)
+  task      what the model is trained to do: lengths, mode, channel layout (with the model, must match a
+            checkpoint that is tested or resumed)
+  data      which data it is trained and tested on (the file enters through its name and content fingerprint)
+  training  how it is trained (seed, schedule, batch, ...)
+  test      how a trained model is tested (horizon, dropped windows): part of a test's name, not the model's
+  none      where outputs go and how the run executes (devices, processes, compilation): never the identity
+"""
+import argparse
+import functools
+import logging
+import typing
+
+import models
+from data_provider.factory import DATA_NAMES
+from utils.errors import ConfigError
+from utils.schedule import LR_SCALES, LRADJ
+
+log = logging.getLogger(__name__)
+ROLES = ("tag", "model", "task", "data", "training", "test", "none")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line (via run.py's handler) instead of usage + message
+        raise ConfigError(f"{message} (see --help)")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each default shown once: appended where the help text does not already say it, never for switches."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is argparse.SUPPRESS \
+                or not action.option_strings or action.nargs == 0:
+            return text
+        return f"{text} (default: {action.default})"
+
+
+class _Flags:
+    """The parser under construction, recording each flag's role as it is added."""
+
+    def __init__(self, parser: argparse.ArgumentParser):
+        self.parser, self.roles, self.group = parser, {}, None
+
+    def section(self, title: str) -> None:
+        self.group = self.parser.add_argument_group(title)
+
+    def add(self, role: str, name: str, **kwargs) -> None:
+        action = self.group.add_argument(name, **kwargs)
+        self.roles[action.dest] = role
+
+
+def _model_flags(flags: _Flags) -> dict:
+    """One flag per hyper-parameter any model declares; returns flag -> its default on the command line
+    (None where models declare different defaults: each model's own then applies)."""
+    declared = {}
+    for name, model in models.loadable().items():
+        if isinstance(model, models.ModelFileError):
+            continue  # reported when a run chooses it
+        hints = typing.get_type_hints(model.Config) if getattr(model, "Config", None) else {}
+        for f in models.hyperparameter_fields(model):
+            declared.setdefault(f.name, {})[name] = (f, hints[f.name])
+    flags.section("model (each model's own hyper-parameters; models/<name>.py declares them)")
+    defaults = {}
+    for flag, by_model in sorted(declared.items()):
+        (f, hint), *_ = by_model.values()
+        model_defaults = {m: d.default for m, (d, _) in by_model.items()}
+        if len(set(map(repr, model_defaults.values()))) == 1:
+            defaults[flag], note = f.default, ""
+        else:
+            defaults[flag] = None
+            note = " (default: " + ", ".join(f"{m} {d}" for m, d in model_defaults.items()) + ")"
+        kind = typing.get_args(hint)[0] if typing.get_args(hint) else hint  # int | None -> int
+        kwargs = {"default": defaults[flag], "help": f"{f.metadata['help']} [{', '.join(by_model)}]{note}"}
+        if kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            kwargs.update(type=kind, choices=f.metadata["choices"])
+        flags.add("model", f"--{flag}", **kwargs)
+    return defaults
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        description="Train and evaluate time-series forecasting models on 1 CPU, 1 GPU, or many GPUs/nodes "
+                    "(torchrun --nproc_per_node=N run.py --ddp ...).",
+        formatter_class=_HelpFormatter)
+    f = _Flags(p)
+
+    f.section("experiment")
+    f.add("none", "--is_training", type=int, default=1, choices=[0, 1],
+          help="1: train, then test the best checkpoint; 0: only test the best checkpoint of this run")
+    f.add("model", "--model", default="timer_xl", help=f"model name, one of {list(models.NAMES)}")
+    f.add("tag", "--model_id", default="run", help="free-form tag that starts the run's name")
+    f.add("tag", "--des", default="exp", help="free-form description, part of the run's name")
+    f.add("none", "--itr", type=int, default=1, help="repetitions; repetition i uses seed + i")
+    f.add("training", "--seed", type=int, default=2021,
+          help="random seed: model initialisation (the same on every rank) and training randomness (each rank "
+               "its own stream derived from the seed)")
+
+    f.section("data")
+    f.add("data", "--data", default="synthetic", choices=DATA_NAMES,
+          help="ETT*: standard 12/4/4-month split; custom: CSV (date column first) or .npy, 70/10/20; "
+               "synthetic: generated CSV, written to root_path/data_path if absent")
+    f.add("data", "--root_path", default="./dataset/synthetic/", help="folder of the data file")
+    f.add("data", "--data_path", default=None,
+          help="data file inside root_path (default: <data>.csv for ETT, synthetic.csv for synthetic)")
+    f.add("data", "--target", default="OT", help="target column of a CSV; moved to the last channel")
+    f.add("task", "--univariate", action="store_true",
+          help="treat every channel as its own series (channel-independent windows)")
+    f.add("training", "--subset_rand_ratio", type=float, default=1.0,
+          help="train on a seeded random subset of this fraction of the training windows")
+
+    f.section("forecasting")
+    f.add("task", "--seq_len", type=int, default=672, help="input (lookback) length")
+    f.add("task", "--input_token_len", type=int, default=96, help="points per input token (token models)")
+    f.add("task", "--output_token_len", type=int, default=96,
+          help="points predicted per token (autoregressive) or in one shot (direct)")
+    f.add("test", "--test_pred_len", type=int, default=None,
+          help="test horizon, rolled out in steps of output_token_len (default: output_token_len)")
+    f.add("task", "--nonautoregressive", action="store_true",
+          help="direct multi-step training on the output_token_len points after the window")
+    f.add("task", "--covariate", action="store_true",
+          help="all channels in; loss and metrics on the target (last) channel only")
+    f.add("training", "--last_token", action="store_true", help="with --covariate: loss on the last token only")
+    f.add("training", "--valid_last", action="store_true",
+          help="validate like test: only the forecast after the window (last token)")
+
+    f.section("optimisation")
+    f.add("training", "--train_epochs", type=int, default=10,
+          help="maximum epochs (early stopping may end sooner)")
+    f.add("training", "--batch_size", type=int, default=32,
+          help="per process: the global batch is batch_size x world size")
+    f.add("training", "--learning_rate", type=float, default=1e-4, help="single-process learning rate")
+    f.add("training", "--lr_scale", default="linear", choices=LR_SCALES,
+          help="scaling of learning_rate with world size: linear (x world), sqrt, none")
+    f.add("training", "--warmup_epochs", type=float, default=0.0,
+          help="ramp linearly from learning_rate to the scaled lr over this many epochs (Goyal et al.)")
+    f.add("training", "--lradj", default="type1", choices=LRADJ,
+          help="per-epoch schedule on top of the scaled lr: type1 halves (TSLib/DLinear), "
+               "type3 x0.9 (PatchTST), type2 TSLib table, cosine, constant")
+    f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")
+    f.add("training", "--patience", type=int, default=3, help="early-stopping patience in epochs")
+    f.add("training", "--use_amp", action="store_true",
+          help="mixed precision: bf16 autocast (fp16 + GradScaler on CUDA); slow on CPUs without bf16")
+    f.add("none", "--find_unused_parameters", action="store_true",
+          help="DDP: for models whose forward leaves some parameters unused")
+    f.add("training", "--accum_steps", type=int, default=1,
+          help="gradient accumulation: one optimizer step per N batches (DDP all-reduces once per step); equal "
+               "to one N-times larger batch up to float rounding, except with BatchNorm (PatchTST), which "
+               "normalises each batch by its own statistics")
+    f.add("none", "--zero", action="store_true",
+          help="DDP: ZeroRedundancyOptimizer, each rank keeps 1/world of the optimizer state")
+    f.add("none", "--compile", action="store_true", help="torch.compile the model (first steps compile)")
+
+    f.section("outputs and checkpoints")
+    f.add("none", "--checkpoints", default="./checkpoints/", help="folder of checkpoints, one folder per run")
+    f.add("none", "--results_dir", default="./results", help="metrics, history, TensorBoard, results.csv")
+    f.add("none", "--test_dir", default=None,
+          help="with --is_training 0: a run folder under --checkpoints to test, with the model it was trained "
+               "as (default: this run's own)")
+    f.add("none", "--test_file_name", default="checkpoint.pth", help="checkpoint file inside the run folder")
+    f.add("test", "--test_drop_last", action="store_true",
+          help="score only the test windows that fill whole global batches (batch_size x world size), as the "
+               "original DLinear/PatchTST code did (off: every window is scored)")
+    f.add("none", "--visualize", action="store_true",
+          help="PNG plots of a few test windows and of the loss curves beside metrics.json")
+    f.add("none", "--plot_channel", type=int, default=0,
+          help="with --visualize: channel plotted beside the target (negative counts from the end)")
+
+    f.section("fault tolerance and fine-tuning")
+    f.add("none", "--resume", default=None,
+          help="'auto': continue this run from its last.pth when there is one, and re-test it when it has "
+               "finished (use with torchrun --max-restarts); or a checkpoint path to continue from. Restores "
+               "model, optimizer, scheduler, AMP scaler, early stopping, epoch, step and every rank's random state")
+    f.add("none", "--overwrite", action="store_true",
+          help="train a run that already exists again from scratch, replacing its checkpoints and results")
+    f.add("training", "--adaptation", action="store_true",
+          help="start from pretrained weights (--pretrain_model_path) instead of a random initialisation")
+    f.add("training", "--pretrain_model_path", default=None,
+          help="with --adaptation: a checkpoint of this framework or a plain state_dict "
+               "('module.' prefixes accepted)")
+
+    f.section("distributed")
+    f.add("none", "--ddp", action="store_true",
+          help="DistributedDataParallel; launch with torchrun. N processes of batch B train like one of N x B up "
+               "to float rounding (PatchTST: about 1e-3) and score every window exactly like it; dropout draws "
+               "differ per rank, so runs with dropout are equal in distribution only (README: what is exact)")
+    f.add("none", "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when available")
+    f.add("none", "--dist_timeout", type=float, default=30.0,
+          help="minutes a collective may wait for a peer before the job fails")
+
+    p.model_flag_defaults = _model_flags(f)
+    p.roles = f.roles
+    return p
+
+
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (it imports every model to learn its flags)."""
+    return build_parser()
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The flags as given; validate() completes them (test_pred_len follows output_token_len unless given)."""
+    return parser().parse_args(argv)
+
+
+def roles() -> dict:
+    """flag name -> role, for every flag."""
+    return parser().roles
+
+
+def model_hparams(args) -> dict:
+    """The chosen model's hyper-parameters: its declared fields, from the flags (or its own default)."""
+    declared = models.hyperparameter_fields(models.model_class(args.model))
+    return {f.name: f.default if getattr(args, f.name) is None and f.default is not None else getattr(args, f.name)
+            for f in declared}
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_hparams(args) -> None:
+    """Each hyper-parameter of the chosen model in its declared range; flags set for other models are noted."""
+    mine = set()
+    for f in models.hyperparameter_fields(models.model_class(args.model)):
+        mine.add(f.name)
+        value, low, high = model_hparams(args)[f.name], f.metadata["low"], f.metadata["high"]
+        if value is None or isinstance(value, bool):
+            continue
+        if low is not None and high is not None:
+            _require(low <= value < high, f"--{f.name} must be in [{low}, {high}), got {value}")
+        elif low is not None:
+            _require(value >= low, f"--{f.name} must be >= {low}, got {value}")
+    ignored = [name for name, default in parser().model_flag_defaults.items()
+               if name not in mine and getattr(args, name) != default]
+    if ignored:
+        log.info("not used by %s, ignored: %s", args.model, ", ".join(f"--{n}" for n in sorted(ignored)))
+
+
+def validate(args) -> None:
+    """Flag checks that need no data; the data checks happen when the data is loaded."""
+    if args.test_pred_len is None:
+        args.test_pred_len = args.output_token_len
+    try:
+        args.model = models.resolve(args.model)
+    except KeyError:
+        raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(models.NAMES)}") from None
+    try:
+        caps = models.capabilities(args.model)
+    except models.ModelFileError as e:
+        raise ConfigError(str(e)) from None
+    for name in ("seq_len", "input_token_len", "output_token_len", "test_pred_len", "batch_size", "train_epochs",
+                 "patience", "itr", "accum_steps"):
+        _require(getattr(args, name) >= 1, f"--{name} must be >= 1, got {getattr(args, name)}")
+    _check_hparams(args)
+    _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
+    _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
+    _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
+    _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")
+
+    if args.nonautoregressive:
+        _require(caps.direct, f"model {args.model} does not support direct (--nonautoregressive) forecasting")
+    else:
+        _require(caps.autoregressive, f"model {args.model} is not autoregressive; add --nonautoregressive")
+    if uses_input_tokens(args):
+        _require(args.seq_len % args.input_token_len == 0,
+                 f"--seq_len {args.seq_len} must be a multiple of --input_token_len {args.input_token_len}")
+    if args.covariate:
+        _require(caps.covariate, f"model {args.model} is channel-independent: covariates cannot inform the "
+                                 "target, so --covariate is not supported")
+        _require(not args.univariate, "--covariate needs the channels together; it cannot be used with --univariate")
+    _require(not args.last_token or args.covariate, "--last_token only applies with --covariate")
+    _require(args.adaptation == (args.pretrain_model_path is not None),
+             "--adaptation and --pretrain_model_path go together")
+    _require(not (args.overwrite and args.resume == "auto"),
+             "--overwrite trains again from scratch; --resume auto continues: choose one")
+    _require(not (args.overwrite and not args.is_training), "--overwrite only applies to training (--is_training 1)")
+    _require(args.test_dir is None or not args.is_training, "--test_dir only applies with --is_training 0")
+    _require(args.test_dir is None or args.itr == 1, "--test_dir tests one checkpoint: --itr must be 1")
+
+
+def uses_input_tokens(args) -> bool:
+    """Whether input_token_len matters: token models always, and every autoregressive run."""
+    return models.capabilities(args.model).token_input or not args.nonautoregressive

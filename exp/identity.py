@@ -1,0 +1,273 @@
+"""A run's identity, where its outputs live, and what it may resume or test.
+
+Identity: every flag whose role (exp/flags.py) is tag, model, task, data or training, with the data file
+entering as its name and content fingerprint and pretrained weights as their fingerprint. Only the chosen
+model's own hyper-parameters count, and input_token_len only where it matters. The run's name keeps a
+readable prefix (model_id, model, data, features, mode, lengths, des), then `config_id` (a short hash of
+the identity without the seed: the seeds of one configuration share it) and the seed.
+
+One identity is one folder under --checkpoints and one under --results_dir, never shared by two runs:
+  checkpoints/<run>/checkpoint.pth, last.pth, run.json     results/<run>/history.csv, tensorboard/
+                                                           results/<run>/<test>/metrics.json (tp96, ...)
+A finished run is not trained again unless asked (--overwrite), an unfinished one continues only when asked
+(--resume auto), and a checkpoint is tested or resumed only by a run of the same model, task and data.
+"""
+import glob
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass
+
+from data_provider.factory import DataBundle
+from exp.flags import model_hparams, roles, uses_input_tokens
+from utils import checkpoint
+from utils.errors import ConfigError
+from utils.files import write_atomic
+from utils.identity import config_hash, differences, file_fingerprint
+
+log = logging.getLogger(__name__)
+CHECKPOINT_SECTIONS = ("model", "task", "data")  # what a tested or resumed checkpoint must share with the run
+RECORD = "run.json"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    setting: str    # the run's folder name
+    config_id: str  # hash of the configuration without the seed: what repeated seeds have in common
+    seed: int
+    config: dict    # section (tag, model, task, data, training) -> flag -> value
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    identity: RunIdentity
+    checkpoint_dir: str
+    results_dir: str
+    test: str                # the test's name: tp<horizon>, with the dropped-window protocol when used
+    train: bool              # False: only test (--is_training 0, or a finished run under --resume auto)
+    resume_from: str | None  # a full checkpoint to continue training from
+    clear: bool              # remove this run's earlier checkpoints and results before it starts
+    test_checkpoint: str
+
+    @property
+    def best_path(self) -> str:
+        return os.path.join(self.checkpoint_dir, "checkpoint.pth")
+
+    @property
+    def last_path(self) -> str:
+        return os.path.join(self.checkpoint_dir, "last.pth")
+
+    def digest(self) -> str:
+        """What every rank must have decided alike (checkpoints and data on storage all nodes see)."""
+        return f"{self.identity.setting}|{self.train}|{self.resume_from}|{self.clear}|{self.test_checkpoint}"
+
+
+def features_code(args) -> str:
+    """M: multivariate, MS: covariates -> target, U: every channel its own series."""
+    return "U" if args.univariate else ("MS" if args.covariate else "M")
+
+
+def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:
+    """The canonical configuration of a run (seed included), by section; the data enters as its file's name and
+    content fingerprint. The world size is part of training: with the same per-rank flags it sets the global batch,
+    the scaled learning rate and the ranks' random streams."""
+    config = {section: {} for section in ("tag", "model", "task", "data", "training")}
+    for name, role in roles().items():
+        if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)):
+            config[role][name] = getattr(args, name)
+    config["model"] = model_section(args)
+    config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
+    training = config["training"]
+    training["pretrain_model_path"] = file_fingerprint(args.pretrain_model_path) if args.adaptation else None
+    training["world_size"] = world_size
+    return config
+
+
+def make_identity(args, data: DataBundle, world_size: int, seed: int) -> RunIdentity:
+    config = run_config(args, data.file, data.fingerprint, world_size)
+    config["training"]["seed"] = seed
+    without_seed = {**config, "training": {k: v for k, v in config["training"].items() if k != "seed"}}
+    config_id = config_hash(without_seed)
+    mode = "direct" if args.nonautoregressive else "ar"
+    lengths = f"it{args.input_token_len}_ot{args.output_token_len}" if uses_input_tokens(args) \
+        else f"pl{args.output_token_len}"
+    setting = (f"{args.model_id}_{args.model}_{data.name}_{features_code(args)}_{mode}_sl{args.seq_len}_{lengths}"
+               f"_{args.des}_{config_id}_s{seed}")
+    return RunIdentity(setting, config_id, seed, config)
+
+
+def test_name(args, world_size: int) -> str:
+    """tp<horizon>; with --test_drop_last, the global batch whose incomplete last batch was dropped."""
+    name = f"tp{args.test_pred_len}"
+    return f"{name}_droplast{args.batch_size * world_size}" if args.test_drop_last else name
+
+
+# ---- checkpoints: what they were trained as ------------------------------------------------------------
+def recorded_identity(path: str) -> RunIdentity:
+    """The identity a checkpoint of this framework records (read without loading its tensors)."""
+    state = checkpoint.load(path, mmap=True)
+    if not isinstance(state.get("identity"), dict):
+        raise ConfigError(f"{path} records no run configuration (a plain state dict, or written before run "
+                          "identities): retrain it, or start from its weights with --adaptation")
+    return RunIdentity(**state["identity"])
+
+
+def check_checkpoint(path: str, recorded: RunIdentity, current: dict, sections=CHECKPOINT_SECTIONS,
+                     purpose: str = "test") -> None:
+    """One line listing every flag in `sections` whose value differs between a checkpoint and this run."""
+    found = differences(recorded.config, current, sections)
+    if found:
+        raise ConfigError(f"cannot {purpose} {path}: it was trained with other flags: {'; '.join(found)}")
+
+
+def adopt_checkpoint(args) -> RunIdentity:
+    """--test_dir: test that checkpoint as it was trained. Its tag, model and task flags replace this run's (the
+    data flags stay and are checked against it once the data is loaded)."""
+    path = os.path.join(args.checkpoints, args.test_dir, args.test_file_name)
+    if not os.path.isfile(path):
+        raise ConfigError(f"--test_dir: no checkpoint at {path}")
+    recorded = recorded_identity(path)
+    changed = []
+    for section in ("tag", "model", "task"):
+        for name, value in recorded.config[section].items():
+            if getattr(args, name, None) != value:
+                changed.append(f"{name} {value}")
+            setattr(args, name, value)
+    args.seed = recorded.seed
+    if changed:
+        log.info("testing %s as it was trained: %s", path, ", ".join(changed))
+    return recorded
+
+
+def _record(checkpoint_dir: str) -> dict | None:
+    path = os.path.join(checkpoint_dir, RECORD)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def write_record(checkpoint_dir: str, identity: RunIdentity, **status) -> None:
+    """run.json: the run's identity and its progress (status 'training' or 'trained', epochs done)."""
+    text = json.dumps({**asdict(identity), **status}, indent=2) + "\n"
+    write_atomic(os.path.join(checkpoint_dir, RECORD), lambda f: f.write(text.encode()))
+
+
+def _same_model_and_data(root: str, config: dict) -> list:
+    """Runs under root of the same model on the same data, as 'run (its flags -> this run's)'."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(root, "*", RECORD))):
+        with open(path) as f:
+            other = json.load(f)
+        if other["config"]["model"]["model"] == config["model"]["model"] and other["config"]["data"] == config["data"]:
+            found.append(f"{other['setting']} ({'; '.join(differences(other['config'], config))})")
+    return found
+
+
+# ---- planning each repetition ------------------------------------------------------------------------
+def plan_runs(args, data: DataBundle, world_size: int, adopted: RunIdentity | None = None) -> list:
+    """One RunPlan per repetition (repetition i: seed + i), decided before any rank trains."""
+    test = test_name(args, world_size)
+    plans = []
+    for itr in range(args.itr):
+        identity = adopted or make_identity(args, data, world_size, args.seed + itr)
+        checkpoint_dir = os.path.join(args.checkpoints, identity.setting)
+        results_dir = os.path.join(args.results_dir, identity.setting)
+        if args.is_training:
+            train, resume_from, clear = _training_plan(args, identity, checkpoint_dir)
+            test_checkpoint = os.path.join(checkpoint_dir, "checkpoint.pth")
+        else:
+            train, resume_from, clear = False, None, False
+            if not adopted:
+                identity = _trained_at_another_world_size(args, identity)
+                checkpoint_dir = os.path.join(args.checkpoints, identity.setting)
+                results_dir = os.path.join(args.results_dir, identity.setting)
+            test_checkpoint = _test_checkpoint(args, data, identity, checkpoint_dir, adopted is not None,
+                                                   world_size)
+        plans.append(RunPlan(identity, checkpoint_dir, results_dir, test, train, resume_from, clear, test_checkpoint))
+    return plans
+
+
+def _training_plan(args, identity: RunIdentity, checkpoint_dir: str) -> tuple:
+    """(train, resume_from, clear) for a training run, from what its folder holds."""
+    record, last = _record(checkpoint_dir), os.path.join(checkpoint_dir, "last.pth")
+    finished = record is not None and record.get("status") == "trained"
+    unfinished = not finished and os.path.isfile(last)
+    explicit = args.resume not in (None, "auto")
+    if explicit:
+        check_checkpoint(args.resume, recorded_identity(args.resume), identity.config, purpose="resume")
+    if args.overwrite:
+        return True, args.resume if explicit else None, True
+    own_last = explicit and os.path.isfile(last) and os.path.samefile(args.resume, last)
+    if args.resume == "auto" or own_last:
+        if finished:
+            log.info("%s has finished training: testing its best checkpoint again", identity.setting)
+            return False, None, False
+        return True, last if unfinished else None, not unfinished
+    if finished:
+        raise ConfigError(f"this run has already finished: {checkpoint_dir} (results in "
+                          f"{os.path.join(args.results_dir, identity.setting)}); --resume auto tests it again, "
+                          "--overwrite trains it again, another --des keeps both")
+    if unfinished:
+        raise ConfigError(f"an unfinished run of this configuration is in {checkpoint_dir} ({record and record.get('epochs_done')} "
+                          f"of {args.train_epochs} epochs done): --resume auto continues it, --overwrite starts it "
+                          "again")
+    if explicit:
+        return True, args.resume, record is not None
+    return True, None, record is not None  # an attempt that saved no epoch leaves nothing worth keeping
+
+
+def _trained_at_another_world_size(args, identity: RunIdentity) -> RunIdentity:
+    """A test-only run finds its configuration also where it was trained on another number of processes (the test
+    scores the same at any world size); with none or several such runs it stays what the flags say."""
+    if os.path.isfile(os.path.join(args.checkpoints, identity.setting, args.test_file_name)):
+        return identity
+
+    def but_world_size(config: dict) -> dict:
+        return {**config, "training": {k: v for k, v in config["training"].items() if k != "world_size"}}
+
+    found = []
+    for path in sorted(glob.glob(os.path.join(args.checkpoints, "*", RECORD))):
+        with open(path) as f:
+            other = json.load(f)
+        if but_world_size(other["config"]) == but_world_size(identity.config):
+            found.append(RunIdentity(**{k: other[k] for k in ("setting", "config_id", "seed", "config")}))
+    if len(found) != 1:
+        return identity
+    log.info("testing %s, trained on %d processes", found[0].setting, found[0].config["training"]["world_size"])
+    return found[0]
+
+
+def _test_checkpoint(args, data: DataBundle, identity: RunIdentity, checkpoint_dir: str, adopted: bool,
+                     world_size: int) -> str:
+    path = os.path.join(checkpoint_dir, args.test_file_name)
+    if not os.path.isfile(path):
+        hint = _same_model_and_data(args.checkpoints, identity.config)
+        raise ConfigError(f"--is_training 0 but no checkpoint at {path}; "
+                          + (f"runs of this model on this data: {', '.join(hint[:3])}; test one as it was trained "
+                             "with --test_dir" if hint else
+                             "train this configuration first, or point --test_dir at a run folder"))
+    current = run_config(args, data.file, data.fingerprint, world_size) if adopted else identity.config
+    check_checkpoint(path, recorded_identity(path), current, ("tag",) + CHECKPOINT_SECTIONS if not adopted
+                     else ("data",))
+    return path
+
+
+def check_pretrained(path: str, state: dict, model_section: dict) -> None:
+    """--adaptation from a checkpoint of this framework: its architecture must be this run's (the task and the
+    data may differ: that is what fine-tuning is for). A plain state dict is checked by its keys only."""
+    if isinstance(state.get("identity"), dict):
+        check_checkpoint(path, RunIdentity(**state["identity"]), {"model": model_section}, ("model",),
+                         purpose="fine-tune from")
+
+
+def clear_run(plan: RunPlan) -> None:
+    """Remove what an earlier run of this identity left (main rank only, before training starts)."""
+    for folder in (plan.checkpoint_dir, plan.results_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def model_section(args) -> dict:
+    """The architecture: the model and its own hyper-parameters."""
+    return {"model": args.model, **model_hparams(args)}

@@ -1,0 +1,186 @@
+"""A run's identity: what enters it, one folder per identity, and the checks on what a checkpoint was trained as."""
+import csv
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+import run
+from data_provider import synthetic
+from exp.flags import parse_args, parser, validate
+from exp.identity import make_identity
+from tests.conftest import metrics_of, run_dirs
+from utils import checkpoint, interrupt
+from utils.errors import ConfigError
+from utils.identity import content_fingerprint, file_fingerprint
+
+DLINEAR = ["--model", "dlinear", "--nonautoregressive"]
+
+
+class _Data:
+    """What make_identity reads of the data."""
+    name, file, fingerprint = "tiny", "tiny.csv", "46751-12beda9c50ac9dc0"
+
+
+def _identity(flags, world_size=1):
+    args = parse_args(flags)
+    validate(args)
+    return make_identity(args, _Data, world_size, args.seed)
+
+
+def test_every_flag_has_a_role_and_only_result_changing_flags_change_the_identity(tiny_args):
+    p = parser()
+    assert set(p.roles) == {a.dest for a in p._actions if a.dest != "help"}
+    base = _identity(tiny_args + DLINEAR)
+    assert "dm" not in base.setting and "d_model" not in base.config["model"], "DLinear has no d_model"
+    assert set(base.config["model"]) == {"model", "moving_avg", "individual", "use_norm"}
+    for same in (["--device", "cuda"], ["--results_dir", "x"], ["--checkpoints", "y"], ["--visualize"],
+                 ["--compile"], ["--zero"], ["--plot_channel", "1"], ["--d_model", "64"], ["--dist_timeout", "5"]):
+        assert _identity(tiny_args + DLINEAR + same) == base, same
+    for other in (["--moving_avg", "5"], ["--use_norm"], ["--individual"], ["--lradj", "constant"],
+                  ["--accum_steps", "2"], ["--train_epochs", "3"], ["--learning_rate", "0.01"],
+                  ["--batch_size", "8"], ["--target", "cov0"], ["--univariate"], ["--use_amp"]):
+        changed = _identity(tiny_args + DLINEAR + other)
+        assert changed.config_id != base.config_id and changed.setting != base.setting, other
+    seeded = _identity(tiny_args + DLINEAR + ["--seed", "7"])
+    assert seeded.config_id == base.config_id and seeded.setting != base.setting, "seeds share a configuration"
+    assert _identity(tiny_args + DLINEAR, world_size=2).config_id != base.config_id, "2 x B is another global batch"
+    timer_xl = _identity(tiny_args)
+    assert timer_xl.config["model"]["d_model"] == 16 and "dropout" in timer_xl.config["model"]
+    assert _identity(tiny_args + ["--dropout", "0.3"]).config_id != timer_xl.config_id
+
+
+def test_the_synthetic_default_has_the_fingerprint_of_the_file_it_writes(tmp_path):
+    text = synthetic.csv_text(synthetic.generate(length=300, n_covariates=1, seed=3))
+    synthetic.write_text(text, str(tmp_path / "s.csv"))
+    assert content_fingerprint(text.encode()) == file_fingerprint(str(tmp_path / "s.csv"))
+    (tmp_path / "s.csv").write_text(text.replace("1", "2", 1))
+    assert file_fingerprint(str(tmp_path / "s.csv")) != content_fingerprint(text.encode())
+
+
+def _custom_file(folder, seed):
+    os.makedirs(folder, exist_ok=True)
+    synthetic.write_csv(synthetic.generate(length=602, n_covariates=2, seed=seed), str(folder / "data.csv"))
+    return ["--data", "custom", "--root_path", str(folder), "--data_path", "data.csv"]
+
+
+def test_runs_on_two_files_of_one_name_get_their_own_folders(tiny_args, tmp_path):
+    flags = tiny_args + DLINEAR + ["--train_epochs", "1"]
+    a = run.main(flags + _custom_file(tmp_path / "a", seed=1))[0]["metrics"]
+    b = run.main(flags + _custom_file(tmp_path / "b", seed=2))[0]["metrics"]
+    assert a["setting"] != b["setting"] and a["checkpoint"] != b["checkpoint"]
+    assert a["config"]["data"]["fingerprint"] != b["config"]["data"]["fingerprint"]
+    assert len(run_dirs(tmp_path / "results")) == 2
+
+
+def test_testing_checks_what_the_checkpoint_was_trained_as(tiny_args, tmp_path):
+    """use_norm: refused when left out, found from the hint; --test_dir rebuilds the model as trained. An .npy
+    checkpoint of one channel is never scored on a CSV of three."""
+    normed = run.main(tiny_args + DLINEAR + ["--use_norm", "--train_epochs", "1"])[0]["metrics"]
+    with pytest.raises(ConfigError, match=r"no checkpoint at .*runs of this model on this data: "
+                                          rf"{normed['setting']} \(use_norm: True -> False\)"):
+        run.main(tiny_args + DLINEAR + ["--train_epochs", "1", "--is_training", "0"])
+    again = run.main(tiny_args + ["--is_training", "0", "--test_dir", normed["setting"]])[0]["metrics"]
+    assert again["mse"] == pytest.approx(normed["mse"], rel=1e-6) and again["config"]["model"]["use_norm"] is True
+    np.save(tmp_path / "one.npy", np.sin(np.arange(600) / 5.0)[:, None])
+    npy = ["--data", "custom", "--root_path", str(tmp_path), "--data_path", "one.npy"]
+    trained = run.main(tiny_args + DLINEAR + npy + ["--train_epochs", "1", "--model_id", "npy"])[0]["metrics"]
+    with pytest.raises(ConfigError, match=r"cannot test .* other flags: .*file: one.npy -> tiny.csv"):
+        run.main(tiny_args + ["--is_training", "0", "--test_dir", trained["setting"]])
+
+
+def _history_epochs(results_dir, setting):
+    with open(results_dir / setting / "history.csv") as f:
+        return [int(r["epoch"]) for r in csv.DictReader(f)]
+
+
+def _tensorboard_steps(results_dir, setting):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(results_dir / setting / "tensorboard"))
+    events.Reload()
+    return [e.step for e in events.Scalars("vali_loss")]
+
+
+def test_a_run_differing_only_in_dropout_keeps_its_own_history_and_tensorboard(tiny_args, tmp_path):
+    a = run.main(tiny_args + ["--dropout", "0.1"])[0]["metrics"]["setting"]
+    b = run.main(tiny_args + ["--dropout", "0.2"])[0]["metrics"]["setting"]
+    assert a != b
+    for setting in (a, b):
+        assert _history_epochs(tmp_path / "results", setting) == [1, 2]
+        assert _tensorboard_steps(tmp_path / "results", setting) == [1, 2]
+
+
+def test_a_finished_run_is_refused_retested_or_retrained_only_when_asked(tiny_args, tmp_path):
+    flags = tiny_args + DLINEAR
+    first = run.main(flags)[0]
+    with pytest.raises(ConfigError, match="this run has already finished.*--resume auto tests it again"):
+        run.main(flags)
+    retested = run.main(flags + ["--resume", "auto"])[0]
+    assert retested["metrics"]["mse"] == first["metrics"]["mse"] and retested["history"] == first["history"]
+    retrained = run.main(flags + ["--overwrite"])[0]
+    assert retrained["metrics"]["mse"] == first["metrics"]["mse"], "same seed, same run"
+    setting = first["metrics"]["setting"]
+    assert _history_epochs(tmp_path / "results", setting) == [1, 2]
+    assert _tensorboard_steps(tmp_path / "results", setting) == [1, 2]
+    with open(tmp_path / "results" / "results.csv") as f:
+        assert len(list(csv.DictReader(f))) == 1, "one row per run and test, replaced when tested again"
+
+
+class _InterruptAt:
+    """Exp callback: Ctrl-C at the given (epoch, step) of the n-th repetition that reaches it."""
+
+    def __init__(self, epoch, step, nth=1):
+        self.at, self.left = (epoch, step), nth
+
+    def on_train_step(self, epoch, step, loss):
+        if (epoch, step) == self.at:
+            self.left -= 1
+            if not self.left:
+                raise interrupt.Interrupted(signal.SIGINT)
+        return loss
+
+
+def test_an_interrupted_run_is_refused_until_resumed_and_then_equals_an_uninterrupted_one(tiny_args, tmp_path):
+    """Dropout on, interrupted in epoch 3: the resumed run repeats epoch 3 from the saved random streams."""
+    flags = tiny_args + ["--train_epochs", "4", "--lradj", "type1"]
+    whole = run.main(flags + ["--checkpoints", str(tmp_path / "w"), "--results_dir", str(tmp_path / "wr")])[0]
+    with pytest.raises(interrupt.Interrupted):
+        run.main(flags, callbacks=[_InterruptAt(3, 2)])
+    assert "during epoch 3; continue with --resume auto" in interrupt.message()
+    with pytest.raises(ConfigError, match=r"an unfinished run .*\(2 of 4 epochs done\): --resume auto continues"):
+        run.main(flags)
+    resumed = run.main(flags + ["--resume", "auto"])[0]
+    assert [h["vali_loss"] for h in resumed["history"]] == [h["vali_loss"] for h in whole["history"]]
+    assert resumed["metrics"]["mse"] == whole["metrics"]["mse"]
+    setting = resumed["metrics"]["setting"]
+    assert _tensorboard_steps(tmp_path / "results", setting) == [1, 2, 3, 4], "no epoch twice"
+
+
+def test_restarting_repetitions_writes_no_duplicate_result_rows(tiny_args, tmp_path):
+    flags = tiny_args + DLINEAR + ["--itr", "2"]
+    with pytest.raises(interrupt.Interrupted):
+        run.main(flags, callbacks=[_InterruptAt(2, 1, nth=2)])  # the second repetition, in its second epoch
+    results = run.main(flags + ["--resume", "auto"])
+    assert [r["metrics"]["seed"] for r in results] == [2021, 2022]
+    with open(tmp_path / "results" / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["seed"], r["test"]) for r in rows) == [("2021", "tp16"), ("2022", "tp16")]
+    assert len(metrics_of(tmp_path / "results")) == 2
+    assert all(json.load(open(p))["status"] == "trained" for p in (tmp_path / "ckpt").glob("*/run.json"))
+
+
+def test_resuming_with_another_number_of_processes_warns_that_random_streams_start_anew(tiny_args, tmp_path,
+                                                                                        capsys):
+    """The last.pth of a 2-rank run continued by one process: rank 1's stream has no one to continue it."""
+    run.main(tiny_args + ["--train_epochs", "1"])
+    (last,) = (tmp_path / "ckpt").glob("*/last.pth")
+    state = checkpoint.load(str(last))
+    state["rng"], state["world_size"] = state["rng"] * 2, 2
+    torch.save(state, tmp_path / "two_ranks.pth")
+    resumed = run.main(tiny_args + ["--resume", str(tmp_path / "two_ranks.pth")])[0]
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2]
+    assert "resuming a run of 2 ranks with 1: the random streams of the ranks continue only where both have " \
+           "them" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""Run identity helpers: a short hash of a canonical configuration, cheap content fingerprints of files,
+the differences between two configurations, and the provenance a result records."""
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+
+FINGERPRINT_BLOCK = 1 << 16  # bytes read from each end of a file
+
+
+def fingerprint_bytes(size: int, head: bytes, tail: bytes) -> str:
+    """Size plus a hash of the first and last FINGERPRINT_BLOCK bytes: a changed, truncated or appended file
+    gets a new fingerprint without reading all of a large file."""
+    digest = hashlib.sha256(f"{size}:".encode() + head + b"|" + tail).hexdigest()
+    return f"{size}-{digest[:16]}"
+
+
+def file_fingerprint(path: str) -> str:
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(FINGERPRINT_BLOCK)
+        f.seek(max(size - FINGERPRINT_BLOCK, 0))
+        tail = f.read(FINGERPRINT_BLOCK)
+    return fingerprint_bytes(size, head, tail)
+
+
+def content_fingerprint(data: bytes) -> str:
+    """The fingerprint the same bytes get as a file."""
+    return fingerprint_bytes(len(data), data[:FINGERPRINT_BLOCK], data[-FINGERPRINT_BLOCK:])
+
+
+def config_hash(config: dict, length: int = 10) -> str:
+    """Hash of a JSON-serialisable configuration, independent of key order."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:length]
+
+
+def differences(recorded: dict, current: dict, sections=None) -> list:
+    """'name: recorded -> current' for every value of the given sections of two configurations that differs."""
+    found = []
+    for section in sections or sorted(set(recorded) | set(current)):
+        a, b = recorded.get(section, {}), current.get(section, {})
+        for name in sorted(set(a) | set(b)):
+            if a.get(name, "(absent)") != b.get(name, "(absent)"):
+                found.append(f"{name}: {a.get(name, '(absent)')} -> {b.get(name, '(absent)')}")
+    return found
+
+
+def _git(*args: str) -> str | None:
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        out = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """Where and with what code a result was made (not part of its identity: recorded beside it)."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
+            "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
+            "command": " ".join(sys.argv), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
