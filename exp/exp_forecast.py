@@ -53,7 +53,7 @@ def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
     expected = expected_output_shape(args, data.n_channels, 1)
     if tuple(out.shape) != expected:
         raise ConfigError(f"model {args.model} returned shape {tuple(out.shape)} for one window, expected {expected} "
-                          "(batch, time, channels); see 'Adding a model' in the README")
+                          "(batch, time, channels); see 'Adding a model' in README.md")
 
 
 class ExpForecast:

@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.section("experiment")
     f.add("none", "--is_training", type=int, default=1, choices=[0, 1],
           help="1: train, then test the best checkpoint; 0: only test the best checkpoint of this run")
-    f.add("model", "--model", default="timer_xl", help=f"model name, one of {list(models.NAMES)}")
+    f.add("model", "--model", default="timer_xl",
+          help="model name: the name of its file under models/ (case and -/_ insensitive)")
     f.add("tag", "--model_id", default="run", help="free-form tag that starts the run's name")
     f.add("tag", "--des", default="exp", help="free-form description, part of the run's name")
     f.add("none", "--itr", type=int, default=1, help="repetitions; repetition i uses seed + i")
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("none", "--ddp", action="store_true",
           help="DistributedDataParallel; launch with torchrun. N processes of batch B train like one of N x B up "
                "to float rounding (PatchTST: about 1e-3) and score every window exactly like it; dropout draws "
-               "differ per rank, so runs with dropout are equal in distribution only (README: what is exact)")
+               "differ per rank, so runs with dropout are equal in distribution only (docs/distributed.md)")
     f.add("none", "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when available")
     f.add("none", "--dist_timeout", type=float, default=30.0,
           help="minutes a collective may wait for a peer before the job fails")
@@ -287,6 +288,31 @@ def validate(args) -> None:
     _require(args.test_dir is None or args.itr == 1, "--test_dir tests one checkpoint: --itr must be 1")
 
 
+def reference_markdown() -> str:
+    """docs/flags.md: every flag by section with its default and help (a test keeps the file equal to this)."""
+    lines = ["# Flags", "", "Generated from the parser: `python -m exp.flags > docs/flags.md`. `python run.py --help` "
+             "prints the same, and also every model's own hyper-parameters (the fields of `Config` in "
+             "`models/<name>.py`) with the models that use them: they are left out here, so that adding a model "
+             "changes nothing in this file.", ""]
+    for group in parser()._action_groups:
+        if group.title in ("positional arguments", "options") or group.title.startswith("model ") \
+                or not group._group_actions:
+            continue
+        lines += [f"## {group.title}", "", "| flag | default | meaning |", "|---|---|---|"]
+        for action in group._group_actions:
+            default = "off" if action.nargs == 0 else "—" if action.default is None else f"`{action.default}`"
+            meaning = (action.help or "").replace("|", "\\|")
+            if action.choices is not None:
+                meaning += " (one of " + ", ".join(f"`{c}`" for c in action.choices) + ")"
+            lines.append(f"| `{action.option_strings[0]}` | {default} | {meaning} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def uses_input_tokens(args) -> bool:
     """Whether input_token_len matters: token models always, and every autoregressive run."""
     return models.capabilities(args.model).token_input or not args.nonautoregressive
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

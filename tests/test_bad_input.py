@@ -1,6 +1,6 @@
 """Bad input: one clear error line, exit code != 0, no traceback, and no hang under DDP.
 
-The cases are the rows of the README's bad-input table; a test keeps the two in step.
+The cases are the rows of the bad-input table in docs/distributed.md; a test keeps the two in step.
 """
 import os
 import re
@@ -78,7 +78,7 @@ def _other_data(tmp_path, flags):
     return ["--is_training", "0", "--test_dir", setting] + _write(tmp_path, "other.csv", _frame())
 
 
-# README row name -> (maker(tmp folder, the test's run.py flags) -> flags to add, the error's telling part)
+# row of the documented table -> (maker(tmp folder, the test's run.py flags) -> flags to add, the error's telling part)
 CASES = {
     "missing file": (lambda p, f: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
                      "data file not found"),
@@ -147,7 +147,7 @@ def _model_file(name, text):
     return make
 
 
-# README rows that need a command line of their own (a script, a model file added to a copy of the code):
+# rows that need a command line of their own (a script, a model file added to a copy of the code):
 # maker(tmp folder, copy of the code, the test's run.py flags) -> (command, environment), the error's telling part
 CLI_CASES = {
     "missing data in a script": (_script_without_data, "the script reads its data under DATA_ROOT="),
@@ -158,9 +158,9 @@ CLI_CASES = {
 }
 
 
-def test_every_readme_row_is_tested():
-    readme = open(os.path.join(REPO, "README.md")).read()
-    table = readme[readme.index("| bad input |"):].split("\n\n")[0]
+def test_every_row_of_the_documented_table_is_tested():
+    doc = open(os.path.join(REPO, "docs", "distributed.md")).read()
+    table = doc[doc.index("| bad input |"):].split("\n\n")[0]
     rows = [line.split("|")[1].strip().replace("`", "") for line in table.splitlines()[2:]]
     assert sorted(rows) == sorted([*CASES, *CLI_CASES])
 
