@@ -21,7 +21,7 @@ from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduc
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
-from utils.metrics import error_sums, metrics_from_sums
+from utils.metrics import error_sums, log_line, metrics_from_sums, zero_sums
 from utils.outputs import make_outputs
 from utils.schedule import build_scheduler, world_factor
 from utils.seeding import rank_seed, rng_state, seed_everything, set_rng_state
@@ -331,7 +331,7 @@ class ExpForecast:
             self.train_summary = {"best_epoch": state["early_stopping"]["best_epoch"] + 1, "epochs_run": None}
         model = self.raw_model
         model.eval()
-        sums = torch.zeros(5, dtype=torch.float64, device=self.device)
+        sums = zero_sums(self.device)
         for batch in self.loaders["test"]:
             sums += error_sums(*self._forward(model, batch, rollout=True))
         metrics = metrics_from_sums(all_reduce_sum(sums))
@@ -349,9 +349,7 @@ class ExpForecast:
             checkpoint=plan.test_checkpoint, **self.train_summary, config=identity.config)
         forecasts = self._sample_forecasts(model) if a.visualize else ()
         self.outputs.test(plan.test, metrics, forecasts)
-        log.info("test (%d windows, horizon %d): mse %.6f | mae %.6f | rmse %.6f | mape %.6f | mspe %.6f",
-                 metrics["n_test_windows"], a.test_pred_len, metrics["mse"], metrics["mae"], metrics["rmse"],
-                 metrics["mape"], metrics["mspe"])
+        log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], a.test_pred_len, log_line(metrics))
         return metrics
 
     def _sample_forecasts(self, model: nn.Module, count: int = 4) -> list:

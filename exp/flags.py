@@ -17,6 +17,7 @@ import typing
 
 import models
 from data_provider.factory import DATA_NAMES
+from utils import metrics
 from utils.errors import ConfigError
 from utils.schedule import LR_SCALES, LRADJ
 
@@ -256,7 +257,8 @@ def validate(args) -> None:
         raise ConfigError(f"unknown model {args.model!r}; available: {', '.join(models.NAMES)}") from None
     try:
         caps = models.capabilities(args.model)
-    except models.ModelFileError as e:
+        metrics.registry()
+    except (models.ModelFileError, metrics.MetricFileError) as e:
         raise ConfigError(str(e)) from None
     for name in ("seq_len", "input_token_len", "output_token_len", "test_pred_len", "batch_size", "train_epochs",
                  "patience", "itr", "accum_steps"):

@@ -147,12 +147,19 @@ def _model_file(name, text):
     return make
 
 
+def _metric_file(tmp_path, repo, flags):
+    (repo / "utils" / "metrics" / "broken.py").write_text("METRICS = ['not a metric']\n")
+    return [sys.executable, str(repo / "run.py"), *flags], {}
+
+
 # rows that need a command line of their own (a script, a model file added to a copy of the code):
 # maker(tmp folder, copy of the code, the test's run.py flags) -> (command, environment), the error's telling part
 CLI_CASES = {
     "missing data in a script": (_script_without_data, "the script reads its data under DATA_ROOT="),
     "broken file in models/": (_model_file("broken", "import not_a_module_anywhere\n"),
                                "models/broken.py cannot be imported: ModuleNotFoundError"),
+    "broken file in utils/metrics/": (_metric_file, "utils/metrics/broken.py: METRICS must be a list of "
+                                                    "utils.metrics.Metric"),
     "model output of the wrong shape": (_model_file("short", WRONG_SHAPE),
                                         "model short returned shape (1, 15, 3) for one window, expected (1, 16, 3)"),
 }

@@ -9,12 +9,16 @@ import time
 
 from utils.files import guarded, write_atomic
 from utils.identity import provenance
-from utils.metrics import METRIC_NAMES
+from utils.metrics import names as metric_names
 
-RESULTS_COLUMNS = ("time", "setting", "test", "config_id", "seed", "model", "dataset", "features", "seq_len",
-                   "output_token_len", "test_pred_len", *METRIC_NAMES, "world_size", "global_batch_size",
-                   "learning_rate", "effective_lr", "best_epoch", "epochs_run", "n_test_windows")
 CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
+
+
+def results_columns() -> tuple:
+    """results.csv's columns: the run and test, every registered metric, then how it was trained."""
+    return ("time", "setting", "test", "config_id", "seed", "model", "dataset", "features", "seq_len",
+            "output_token_len", "test_pred_len", *metric_names(), "world_size", "global_batch_size", "learning_rate",
+            "effective_lr", "best_epoch", "epochs_run", "n_test_windows")
 
 
 class RunOutputs:
@@ -65,7 +69,7 @@ class RunOutputs:
                 path = os.path.join(folder, f"forecast_{i}.png")
                 write_atomic(path, lambda f: plot_forecast(f, history, truth, forecast, panels, title))
         _replace_result_row(os.path.join(self.root, "results.csv"),
-                            {**{k: metrics.get(k) for k in RESULTS_COLUMNS}, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                            {**{k: metrics.get(k) for k in results_columns()}, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                              "test": test})
         return folder
 
@@ -113,7 +117,7 @@ def _replace_result_row(path: str, row: dict) -> None:
         if os.path.isfile(path):
             with open(path, newline="") as f:
                 rows = [r for r in csv.DictReader(f) if (r.get("setting"), r.get("test")) != (row["setting"], row["test"])]
-        _write_csv(path, RESULTS_COLUMNS, [*rows, row])
+        _write_csv(path, results_columns(), [*rows, row])
     finally:
         os.close(lock)  # releases the lock
 

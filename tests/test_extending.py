@@ -1,0 +1,37 @@
+"""The worked examples of docs/extending.md, each added as one file to a copy of the code and run end to end."""
+import csv
+import json
+import os
+import re
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.slow  # a run.py subprocess in a copy of the code
+
+
+def _examples() -> dict:
+    """path -> code of every example block (its first line names the file)."""
+    text = open(os.path.join(REPO, "docs", "extending.md")).read()
+    blocks = re.findall(r"```python\n# (\S+)\n(.*?)```", text, re.S)
+    return {path: code for path, code in blocks}
+
+
+def test_the_documented_model_and_metric_each_extend_the_code_with_one_file(repo_copy, tiny_args, tmp_path):
+    examples = _examples()
+    assert sorted(examples) == ["models/nlinear.py", "utils/metrics/smape.py"]
+    for path, code in examples.items():
+        assert not (repo_copy / path).exists()
+        (repo_copy / path).write_text(code)
+    proc = run_cli(tiny_args + ["--model", "nlinear", "--nonautoregressive", "--use_norm"], tmp_path, repo=repo_copy)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (metrics_file,) = (tmp_path / "results").glob("*/tp16/metrics.json")
+    metrics = json.loads(metrics_file.read_text())
+    assert metrics["model"] == "nlinear" and metrics["config"]["model"] == {"model": "nlinear", "use_norm": True}
+    assert 0 < metrics["smape"] < 2 and metrics["mse"] < 2
+    with open(tmp_path / "results" / "results.csv") as f:
+        header = next(csv.reader(f))
+    assert header[header.index("mspe") + 1] == "smape", "new metrics follow the papers' five"
+    assert re.search(r"mspe [0-9.]+ \| smape [0-9.]+", proc.stderr)
+

@@ -1,0 +1,74 @@
+"""Forecast metrics, each defined once: a value per forecast point, averaged over every point of every test
+window, then finalised (RMSE: the square root of the mean). The framework sums the points' values in float64
+on each rank and reduces the sums in one all_reduce, so sharded evaluation is exactly one process's.
+
+Every module in this package lists its metrics in `METRICS`; add utils/metrics/my_metric.py and every test
+reports it (log line, metrics.json, results.csv), with nothing else to edit.
+"""
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+FIRST = ("mse", "mae", "rmse", "mape", "mspe")  # the papers' order; other metrics follow by name
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    per_point: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (pred, true), float64 -> same shape
+    finalise: Callable[[float], float] = lambda mean: mean           # of the mean over all points
+    help: str = ""
+
+
+class MetricFileError(ValueError):
+    """A file in utils/metrics/ that cannot serve: the message names it and what is wrong."""
+
+
+@functools.cache
+def registry() -> tuple:
+    """Every metric the package's modules declare, in report order (imported on first use)."""
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        where = f"utils/metrics/{info.name}.py"
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except Exception as e:  # noqa: BLE001 - any import failure is the file's fault: name it
+            raise MetricFileError(f"{where} cannot be imported: {type(e).__name__}: {e}") from None
+        declared = getattr(module, "METRICS", None)
+        if not isinstance(declared, (list, tuple)) or not all(isinstance(m, Metric) for m in declared):
+            raise MetricFileError(f"{where}: METRICS must be a list of utils.metrics.Metric")
+        for metric in declared:
+            if metric.name in found:
+                raise MetricFileError(f"{where}: metric {metric.name!r} is already defined")
+            found[metric.name] = metric
+    order = {name: i for i, name in enumerate(FIRST)}
+    return tuple(sorted(found.values(), key=lambda m: (order.get(m.name, len(FIRST)), m.name)))
+
+
+def names() -> tuple:
+    return tuple(m.name for m in registry())
+
+
+def zero_sums(device: torch.device) -> torch.Tensor:
+    """What error_sums returns for no windows: a rank without test batches still joins the all_reduce."""
+    return torch.zeros(len(registry()) + 1, dtype=torch.float64, device=device)
+
+
+def error_sums(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    """[sum of each metric's per-point values..., number of points] in float64."""
+    pred, true = pred.double(), true.double()
+    sums = [m.per_point(pred, true).sum() for m in registry()]
+    return torch.stack([*sums, torch.tensor(float(pred.numel()), dtype=torch.float64, device=pred.device)])
+
+
+def metrics_from_sums(sums: torch.Tensor) -> dict:
+    *totals, n = sums.tolist()
+    return {m.name: m.finalise(total / n) for m, total in zip(registry(), totals, strict=True)}
+
+
+def log_line(metrics: dict) -> str:
+    return " | ".join(f"{name} {metrics[name]:.6f}" for name in names())
