@@ -175,5 +175,5 @@ def _exit(code: int, message: str | None = None) -> None:
 if __name__ == "__main__":
     cli()
     # Every output is written and closed by now. Skipping the interpreter's teardown of torch's module graph
-    # saves 0.4-0.8 s per run, which adds up over hundreds of short jobs.
+    # saves time on every run, which adds up over hundreds of short jobs (docs/performance.md).
     _exit(0)

@@ -21,7 +21,7 @@ BENCHMARK_FILES = {"weather": "Weather", "electricity": "ECL", "traffic": "Traff
 @dataclass(frozen=True)
 class StandardScale:
     """Per-channel mean and population std of the training rows: what sklearn's StandardScaler computes,
-    without the 0.8 s its import adds to every run's start-up."""
+    without importing sklearn, which every run's start-up would pay for (docs/performance.md)."""
     mean: np.ndarray
     std: np.ndarray
 

@@ -6,8 +6,8 @@ of that view; x and y are slices of the gathered block.
 
 The view is indexed (start, time, channel): a multivariate window is then one contiguous run of the
 series (which must be row-major), so the gather copies B runs of window_len * C floats instead of
-reading every channel with a stride (gathering 32 ETTh1 windows: 24.7 -> 10.6 µs), and the batch
-arrives contiguous.
+reading every channel with a stride (docs/performance.md has the measurement), and the batch arrives
+contiguous.
 """
 from itertools import repeat
 from typing import NamedTuple
@@ -16,7 +16,7 @@ import torch
 
 
 # largest block gathered at once: a few small batches share the fixed cost of a gather call, and the block
-# stays cache-sized (4 MiB blocks measured ~2% slower DLinear epochs than 1 MiB ones)
+# stays cache-sized (larger blocks were slower: docs/performance.md)
 GATHER_BYTES = 1 << 20
 
 

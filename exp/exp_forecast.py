@@ -23,7 +23,7 @@ from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
 from utils.metrics import error_sums, log_line, metrics_from_sums, zero_sums
 from utils.outputs import make_outputs
-from utils.schedule import build_scheduler, world_factor
+from utils.schedules import Horizon, build_scheduler, world_factor
 from utils.seeding import rank_seed, rng_state, seed_everything, set_rng_state
 from utils.sync_batchnorm import sync_batchnorm
 from utils.timing import RegionTimer
@@ -111,7 +111,7 @@ class ExpForecast:
         # fused: one kernel for all parameters instead of a loop of small ones per tensor
         kwargs = {"lr": self.effective_lr, "weight_decay": self.args.weight_decay, "fused": True}
         if self.shards_optimizer:
-            # imported here: it loads FSDP and DTensor, 0.2 s of every run's start-up that only --zero needs
+            # imported here: it loads FSDP and DTensor, start-up time that only --zero needs
             from torch.distributed.optim import ZeroRedundancyOptimizer
             return ZeroRedundancyOptimizer(trainable, optimizer_class=torch.optim.Adam, **kwargs)
         if self.args.zero:
@@ -155,8 +155,8 @@ class ExpForecast:
         loader = self.loaders["train"]
         optimizer = self._select_optimizer()
         steps_per_epoch = len(loader) // a.accum_steps  # the loader yields whole accumulation groups
-        scheduler = build_scheduler(optimizer, a.lradj, a.learning_rate, a.train_epochs, self.world_factor,
-                                    steps_per_epoch, a.warmup_epochs)
+        horizon = Horizon(steps_per_epoch, a.train_epochs, a.learning_rate, a.pct_start)
+        scheduler = build_scheduler(optimizer, a.lradj, horizon, self.world_factor, a.warmup_epochs)
         stopper = EarlyStopping(a.patience)
         if plan.clear and env.is_main:
             clear_run(plan)

@@ -7,6 +7,7 @@ Every flag has a role, which decides whether it is part of a run's identity (exp
             checkpoint that is tested or resumed)
   data      which data it is trained and tested on (the file enters through its name and content fingerprint)
   training  how it is trained (seed, schedule, batch, ...)
+  schedule  read by some lr schedules only (pct_start): training, for the runs whose --lradj declares it
   test      how a trained model is tested (horizon, dropped windows): part of a test's name, not the model's
   none      where outputs go and how the run executes (devices, processes, compilation): never the identity
 """
@@ -19,10 +20,11 @@ import models
 from data_provider.factory import DATA_NAMES
 from utils import metrics
 from utils.errors import ConfigError
-from utils.schedule import LR_SCALES, LRADJ
+from utils import schedules
+from utils.schedules import LR_SCALES
 
 log = logging.getLogger(__name__)
-ROLES = ("tag", "model", "task", "data", "training", "test", "none")
+ROLES = ("tag", "model", "task", "data", "training", "schedule", "test", "none")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,9 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
           help="scaling of learning_rate with world size: linear (x world), sqrt, none")
     f.add("training", "--warmup_epochs", type=float, default=0.0,
           help="ramp linearly from learning_rate to the scaled lr over this many epochs (Goyal et al.)")
-    f.add("training", "--lradj", default="type1", choices=LRADJ,
-          help="per-epoch schedule on top of the scaled lr: type1 halves (TSLib/DLinear), "
-               "type3 x0.9 (PatchTST), type2 TSLib table, cosine, constant")
+    f.add("training", "--lradj", default="type1",
+          help="schedule of the scaled lr, a name in utils/schedules/: per epoch type1 (halves: TSLib, DLinear), "
+               "type2 (TSLib's table), type3 (x0.9: PatchTST), cosine, constant; per step TST (OneCycle: TSLib's "
+               "PatchTST/TimeMixer), warmup_cosine")
+    f.add("schedule", "--pct_start", type=float, default=0.2,
+          help="TST, warmup_cosine: share of the steps before the peak lr (TSLib's flag and default)")
     f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")
     f.add("training", "--patience", type=int, default=3, help="early-stopping patience in epochs")
     f.add("training", "--use_amp", action="store_true",
@@ -258,8 +263,11 @@ def validate(args) -> None:
     try:
         caps = models.capabilities(args.model)
         metrics.registry()
-    except (models.ModelFileError, metrics.MetricFileError) as e:
+        known_schedules = schedules.registry()
+    except (models.ModelFileError, metrics.MetricFileError, schedules.ScheduleFileError) as e:
         raise ConfigError(str(e)) from None
+    _require(args.lradj in known_schedules,
+             f"unknown --lradj {args.lradj!r}; available: {', '.join(sorted(known_schedules))}")
     for name in ("seq_len", "input_token_len", "output_token_len", "test_pred_len", "batch_size", "train_epochs",
                  "patience", "itr", "accum_steps"):
         _require(getattr(args, name) >= 1, f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -267,6 +275,7 @@ def validate(args) -> None:
     _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
     _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
     _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
+    _require(0 < args.pct_start < 1, f"--pct_start must be in (0, 1), got {args.pct_start}")
     _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")
 
     if args.nonautoregressive:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from data_provider.factory import DataBundle
 from exp.flags import model_hparams, roles, uses_input_tokens
-from utils import checkpoint
+from utils import checkpoint, schedules
 from utils.errors import ConfigError
 from utils.files import write_atomic
 from utils.identity import config_hash, differences, file_fingerprint
@@ -73,9 +73,12 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
     content fingerprint. The world size is part of training: with the same per-rank flags it sets the global batch,
     the scaled learning rate and the ranks' random streams."""
     config = {section: {} for section in ("tag", "model", "task", "data", "training")}
+    schedule_reads = schedules.registry()[args.lradj].flags
     for name, role in roles().items():
         if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)):
             config[role][name] = getattr(args, name)
+        elif role == "schedule" and name in schedule_reads:
+            config["training"][name] = getattr(args, name)
     config["model"] = model_section(args)
     config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
     training = config["training"]

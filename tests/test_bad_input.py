@@ -95,6 +95,7 @@ CASES = {
     "split shorter than a window": (lambda p, f: _write(p, "t.csv", _frame(n=120)), "split has"),
     "incompatible token lengths": (lambda p, f: ["--input_token_len", "20"],
                                    "must be a multiple of --input_token_len"),
+    "unknown schedule": (lambda p, f: ["--lradj", "nope"], "unknown --lradj 'nope'; available: TST, constant"),
     "batch_size < 1": (lambda p, f: ["--batch_size", "0"], "--batch_size must be >= 1"),
     "batch larger than the training split": (lambda p, f: ["--batch_size", "400"], "fewer than one step"),
     "mode the model lacks": (lambda p, f: ["--model", "dlinear"], "is not autoregressive"),

@@ -18,13 +18,15 @@ def _examples() -> dict:
     return {path: code for path, code in blocks}
 
 
-def test_the_documented_model_and_metric_each_extend_the_code_with_one_file(repo_copy, tiny_args, tmp_path):
+def test_the_documented_model_metric_and_schedule_each_extend_the_code_with_one_file(repo_copy, tiny_args,
+                                                                                      tmp_path):
     examples = _examples()
-    assert sorted(examples) == ["models/nlinear.py", "utils/metrics/smape.py"]
+    assert sorted(examples) == ["models/nlinear.py", "utils/metrics/smape.py", "utils/schedules/step_decay.py"]
     for path, code in examples.items():
         assert not (repo_copy / path).exists()
         (repo_copy / path).write_text(code)
-    proc = run_cli(tiny_args + ["--model", "nlinear", "--nonautoregressive", "--use_norm"], tmp_path, repo=repo_copy)
+    proc = run_cli(tiny_args + ["--model", "nlinear", "--nonautoregressive", "--use_norm", "--lradj", "step_decay",
+                                "--train_epochs", "4", "--patience", "4"], tmp_path, repo=repo_copy)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (metrics_file,) = (tmp_path / "results").glob("*/tp16/metrics.json")
     metrics = json.loads(metrics_file.read_text())
@@ -34,4 +36,6 @@ def test_the_documented_model_and_metric_each_extend_the_code_with_one_file(repo
         header = next(csv.reader(f))
     assert header[header.index("mspe") + 1] == "smape", "new metrics follow the papers' five"
     assert re.search(r"mspe [0-9.]+ \| smape [0-9.]+", proc.stderr)
+    history = list(csv.DictReader(open(metrics_file.parent.parent / "history.csv")))
+    assert [float(h["lr"]) for h in history] == pytest.approx([1e-4, 1e-4, 1e-4, 1e-5])
 

@@ -48,6 +48,10 @@ def test_every_flag_has_a_role_and_only_result_changing_flags_change_the_identit
     seeded = _identity(tiny_args + DLINEAR + ["--seed", "7"])
     assert seeded.config_id == base.config_id and seeded.setting != base.setting, "seeds share a configuration"
     assert _identity(tiny_args + DLINEAR, world_size=2).config_id != base.config_id, "2 x B is another global batch"
+    assert _identity(tiny_args + DLINEAR + ["--pct_start", "0.3"]) == base, "type1 does not read pct_start"
+    one_cycle = _identity(tiny_args + DLINEAR + ["--lradj", "TST"])
+    assert one_cycle.config["training"]["pct_start"] == 0.2
+    assert _identity(tiny_args + DLINEAR + ["--lradj", "TST", "--pct_start", "0.3"]).config_id != one_cycle.config_id
     timer_xl = _identity(tiny_args)
     assert timer_xl.config["model"]["d_model"] == 16 and "dropout" in timer_xl.config["model"]
     assert _identity(tiny_args + ["--dropout", "0.3"]).config_id != timer_xl.config_id

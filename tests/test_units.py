@@ -17,7 +17,7 @@ from utils.dist import global_mean
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError
 from utils.metrics import error_sums, metrics_from_sums
-from utils.schedule import build_scheduler, epoch_factor, warmup_factor, world_factor
+from utils.schedules import Horizon, build_scheduler, registry, warmup_factor, world_factor
 
 
 # ---- sharding: a fake (rank, world) against one process --------------------------------------
@@ -141,12 +141,38 @@ def test_world_factor():
     assert world_factor("linear", 8) == 8 and world_factor("sqrt", 4) == 2 and world_factor("none", 8) == 1
 
 
+def _per_epoch(name, epochs, learning_rate=1e-3, train_epochs=10):
+    """The factor of each of the first epochs (one step per epoch)."""
+    horizon = Horizon(1, train_epochs, learning_rate, 0.2)
+    return [registry()[name].factor(e, horizon) for e in range(epochs)]
+
+
 def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
-    assert [epoch_factor("type1", e, 1e-3, 10) for e in range(5)] == [1, 1, 0.5, 0.25, 0.125]
-    assert [round(epoch_factor("type3", e, 1e-3, 10), 6) for e in range(7)] == [1, 1, 1, 1, 0.9, 0.81, 0.729]
-    assert epoch_factor("type2", 1, 1e-4, 10) == 1 and epoch_factor("type2", 4, 1e-4, 10) == pytest.approx(0.1)
-    assert epoch_factor("cosine", 5, 1e-4, 10) == pytest.approx(0.5)
-    assert epoch_factor("constant", 9, 1e-4, 10) == 1
+    assert _per_epoch("type1", 5) == [1, 1, 0.5, 0.25, 0.125]
+    assert [round(f, 6) for f in _per_epoch("type3", 7)] == [1, 1, 1, 1, 0.9, 0.81, 0.729]
+    assert _per_epoch("type2", 5, 1e-4)[1] == 1 and _per_epoch("type2", 5, 1e-4)[4] == pytest.approx(0.1)
+    assert _per_epoch("cosine", 6, 1e-4)[5] == pytest.approx(0.5)
+    assert _per_epoch("constant", 10) == [1] * 10
+
+
+def test_tst_is_torchs_one_cycle_stepped_every_batch():
+    """TSLib builds OneCycleLR(steps_per_epoch, pct_start, epochs, max_lr=learning_rate) and steps it per batch."""
+    p = nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([p], lr=1e-3)
+    reference = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, steps_per_epoch=7, epochs=5, pct_start=0.3)
+    horizon = Horizon(steps_per_epoch=7, train_epochs=5, learning_rate=1e-3, pct_start=0.3)
+    for step in range(35):
+        assert 1e-3 * registry()["TST"].factor(step, horizon) == pytest.approx(reference.get_last_lr()[0], rel=1e-9)
+        opt.step()
+        reference.step()
+
+
+def test_warmup_cosine_rises_linearly_then_falls_to_zero():
+    horizon = Horizon(steps_per_epoch=10, train_epochs=10, learning_rate=1e-3, pct_start=0.1)
+    factors = [registry()["warmup_cosine"].factor(step, horizon) for step in range(100)]
+    assert factors[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
+    assert factors[10] == 1 and factors[55] == pytest.approx(0.5) and 0 < factors[-1] < 1e-3
+    assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
 
 
 def test_warmup_ramps_from_single_process_lr_to_scaled_lr():
@@ -157,7 +183,7 @@ def test_warmup_ramps_from_single_process_lr_to_scaled_lr():
 def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
     p = nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([p], lr=1e-3 * 4)  # learning_rate 1e-3, world 4, linear scaling
-    sched = build_scheduler(opt, "type1", 1e-3, 10, 4.0, steps_per_epoch=5, warmup_epochs=1)
+    sched = build_scheduler(opt, "type1", Horizon(5, 10, 1e-3, 0.2), 4.0, warmup_epochs=1)
     lrs = []
     for _ in range(15):
         lrs.append(opt.param_groups[0]["lr"])
@@ -171,12 +197,12 @@ def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
 def test_scheduler_resumed_from_its_state_continues_the_same_lr_sequence():
     def run(resume_at=None):
         opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
-        sched = build_scheduler(opt, "cosine", 1e-3, 4, 2.0, steps_per_epoch=3, warmup_epochs=1)
+        sched = build_scheduler(opt, "cosine", Horizon(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
         lrs = []
         for step in range(12):
             if step == resume_at:  # a fresh optimizer and schedule, as a restarted job builds them
                 state, opt = sched.state_dict(), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
-                sched = build_scheduler(opt, "cosine", 1e-3, 4, 2.0, steps_per_epoch=3, warmup_epochs=1)
+                sched = build_scheduler(opt, "cosine", Horizon(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
                 sched.load_state_dict(state)
             lrs.append(opt.param_groups[0]["lr"])
             sched.step()

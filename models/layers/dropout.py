@@ -21,7 +21,7 @@ def keep_mask(x: torch.Tensor, drop_level: int) -> torch.Tensor:
 
 class Dropout(nn.Module):
     """nn.Dropout; on CPU its probability is rounded to a multiple of 2^-16 (at most 7.6e-6 off) and the mask
-    is keep_mask: 2.7x faster forward + backward for PatchTST's feed-forward activations, measured.
+    is keep_mask, which draws a quarter of the random numbers (docs/performance.md: Dropout on CPU).
 
     The draws come from torch's default CPU generator, so torch.manual_seed and a checkpoint's RNG state
     govern them. CUDA (fused Philox), torch.compile (its own RNG), eval mode, and probabilities that round

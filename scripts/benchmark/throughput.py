@@ -39,7 +39,7 @@ from exp.identity import plan_runs  # noqa: E402
 from run import build_model  # noqa: E402
 from utils.allocator import keep_freed_memory  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
-from utils.schedule import build_scheduler  # noqa: E402
+from utils.schedules import Horizon, build_scheduler  # noqa: E402
 
 COMMON = ["--data", "ETTh1", "--seq_len", "96", "--output_token_len", "96", "--batch_size", "32",
           "--nonautoregressive", "--train_epochs", "1", "--lradj", "constant"]
@@ -99,7 +99,7 @@ def ours(exp: ExpForecast, steps: int | None) -> tuple:
     """(seconds, windows) of our training loop, after a warm-up pass of a few steps."""
     loader = limited(exp.loaders["train"], steps)
     optimizer = exp._select_optimizer()
-    scheduler = build_scheduler(optimizer, "constant", 1.0, 1, 1.0, len(loader), 0)
+    scheduler = build_scheduler(optimizer, "constant", Horizon(len(loader), 1, 1.0, 0.2), 1.0, 0)
     exp._train_epoch(limited(loader, 3), optimizer, scheduler, 0)
     seconds = timed(lambda: exp._train_epoch(loader, optimizer, scheduler, 0), exp.device)
     return seconds, len(loader.order)

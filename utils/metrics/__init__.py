@@ -6,12 +6,12 @@ Every module in this package lists its metrics in `METRICS`; add utils/metrics/m
 reports it (log line, metrics.json, results.csv), with nothing else to edit.
 """
 import functools
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from utils.registry import collect
 
 FIRST = ("mse", "mae", "rmse", "mape", "mspe")  # the papers' order; other metrics follow by name
 
@@ -31,20 +31,7 @@ class MetricFileError(ValueError):
 @functools.cache
 def registry() -> tuple:
     """Every metric the package's modules declare, in report order (imported on first use)."""
-    found = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        where = f"utils/metrics/{info.name}.py"
-        try:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-        except Exception as e:  # noqa: BLE001 - any import failure is the file's fault: name it
-            raise MetricFileError(f"{where} cannot be imported: {type(e).__name__}: {e}") from None
-        declared = getattr(module, "METRICS", None)
-        if not isinstance(declared, (list, tuple)) or not all(isinstance(m, Metric) for m in declared):
-            raise MetricFileError(f"{where}: METRICS must be a list of utils.metrics.Metric")
-        for metric in declared:
-            if metric.name in found:
-                raise MetricFileError(f"{where}: metric {metric.name!r} is already defined")
-            found[metric.name] = metric
+    found = collect(__name__, __path__, "METRICS", Metric, MetricFileError)
     order = {name: i for i, name in enumerate(FIRST)}
     return tuple(sorted(found.values(), key=lambda m: (order.get(m.name, len(FIRST)), m.name)))
 

@@ -1,0 +1,42 @@
+"""The schedules of Time-Series-Library and the papers' code (`--lradj`).
+
+The reference code calls adjust_learning_rate(epoch + 1) after each epoch, so its per-epoch schedules start
+one epoch late; these reproduce that timing. TST is the OneCycle schedule TSLib steps every batch for
+PatchTST and TimeMixer (torch's OneCycleLR with its defaults and max_lr = the learning rate).
+"""
+import math
+
+from utils.schedules import Horizon, Schedule, per_epoch
+
+# type2's absolute learning rates (TSLib), keyed by the 0-based epoch from which they apply
+_TYPE2 = {2: 5e-5, 4: 1e-5, 6: 5e-6, 8: 1e-6, 10: 5e-7, 15: 1e-7, 20: 5e-8}
+ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV = 25.0, 1e4  # OneCycleLR's div_factor and final_div_factor
+
+
+def _type2(epoch: int, h: Horizon) -> float:
+    reached = [k for k in _TYPE2 if k <= epoch]
+    return _TYPE2[max(reached)] / h.learning_rate if reached else 1.0
+
+
+def _cosine_between(start: float, end: float, pct: float) -> float:
+    return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+
+
+def one_cycle(step: int, h: Horizon) -> float:
+    """OneCycleLR's lr / max_lr: a cosine rise from 1/25 over pct_start of the steps, then a cosine fall."""
+    start, low = 1 / ONE_CYCLE_DIV, 1 / (ONE_CYCLE_DIV * ONE_CYCLE_FINAL_DIV)
+    peak_step, last_step = h.pct_start * h.total_steps - 1, h.total_steps - 1
+    if step <= peak_step:
+        return _cosine_between(start, 1.0, step / peak_step)
+    return _cosine_between(1.0, low, (step - peak_step) / (last_step - peak_step))
+
+
+SCHEDULES = [
+    per_epoch("type1", lambda e, h: 0.5 ** max(e - 1, 0), "1, 1, 1/2, 1/4, ... per epoch (TSLib, DLinear)"),
+    per_epoch("type2", _type2, "TSLib's table: 5e-5 from epoch 3, 1e-5 from epoch 5, ... (x world factor)"),
+    per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
+    per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
+    per_epoch("constant", lambda e, h: 1.0, "the scaled lr throughout"),
+    Schedule("TST", one_cycle, "OneCycle per step (TSLib PatchTST/TimeMixer), peak after --pct_start of the steps",
+             flags=("pct_start",)),
+]
