@@ -18,9 +18,8 @@ import typing
 
 import models
 from data_provider.factory import DATA_NAMES
-from utils import metrics
+from utils import metrics, schedules
 from utils.errors import ConfigError
-from utils import schedules
 from utils.schedules import LR_SCALES
 
 log = logging.getLogger(__name__)

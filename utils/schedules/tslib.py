@@ -28,7 +28,7 @@ def one_cycle(step: int, h: Horizon) -> float:
     peak_step, last_step = h.pct_start * h.total_steps - 1, h.total_steps - 1
     if step <= peak_step:
         return _cosine_between(start, 1.0, step / peak_step)
-    return _cosine_between(1.0, low, (step - peak_step) / (last_step - peak_step))
+    return _cosine_between(1.0, low, min((step - peak_step) / (last_step - peak_step), 1.0))  # held after the end
 
 
 SCHEDULES = [
