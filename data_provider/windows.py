@@ -121,10 +121,8 @@ class ShuffledShard:
 class WindowLoader:
     """Iterates batches of a WindowDataset in a fixed index order or a ShuffledShard's order of the epoch."""
 
-    def __init__(self, dataset: WindowDataset, batch_size: int, order: ShuffledShard | torch.Tensor,
-                 multiple: int = 1):
-        """multiple: use the largest multiple of this many windows of `order` (training: whole batches)."""
-        self.dataset, self.batch_size, self.order, self.multiple = dataset, batch_size, order, multiple
+    def __init__(self, dataset: WindowDataset, batch_size: int, order: ShuffledShard | torch.Tensor):
+        self.dataset, self.batch_size, self.order = dataset, batch_size, order
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(self.order, ShuffledShard):
@@ -134,13 +132,12 @@ class WindowLoader:
         return len(self.batch_sizes())
 
     def batch_sizes(self) -> list:
-        full, rest = divmod(len(self.order) // self.multiple * self.multiple, self.batch_size)
+        full, rest = divmod(len(self.order), self.batch_size)
         return [self.batch_size] * full + ([rest] if rest else [])
 
     def indices(self) -> torch.Tensor:
         """The windows of this epoch, in order, that make up its batches."""
-        order = self.order.indices() if isinstance(self.order, ShuffledShard) else self.order
-        return order[:sum(self.batch_sizes())]
+        return self.order.indices() if isinstance(self.order, ShuffledShard) else self.order
 
     def __iter__(self):
         indices = self.indices().to(self.dataset.series.device)
@@ -165,9 +162,8 @@ def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size:
     last batch: a step on a window or two at full learning rate is mostly noise, and the next epoch's
     order differs.
     """
-    step = batch_size * accum_steps
-    return WindowLoader(dataset, batch_size, ShuffledShard(len(dataset), rank, world_size, seed, step),
-                        multiple=step)
+    return WindowLoader(dataset, batch_size,
+                        ShuffledShard(len(dataset), rank, world_size, seed, batch_size * accum_steps))
 
 
 def eval_windows(n: int, batch_size: int, world_size: int, drop_last: bool = False) -> int:

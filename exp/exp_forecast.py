@@ -347,7 +347,7 @@ class ExpForecast:
             n_test_windows=eval_windows(len(self.data.datasets["test"]), a.batch_size, env.world_size,
                                         a.test_drop_last),
             checkpoint=plan.test_checkpoint, **self.train_summary, config=identity.config)
-        forecasts = self._sample_forecasts(model) if a.visualize else ()
+        forecasts = self._sample_forecasts(model) if a.visualize and env.is_main else ()  # only rank 0 plots
         self.outputs.test(plan.test, metrics, forecasts)
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], a.test_pred_len, log_line(metrics))
         return metrics

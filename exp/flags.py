@@ -14,6 +14,7 @@ Every flag has a role, which decides whether it is part of a run's identity (exp
 import argparse
 import functools
 import logging
+import sys
 import typing
 
 import models
@@ -325,4 +326,4 @@ def uses_input_tokens(args) -> bool:
 
 
 if __name__ == "__main__":
-    print(reference_markdown(), end="")
+    sys.stdout.write(reference_markdown())  # the generated file itself, not a log line

@@ -157,15 +157,19 @@ def write_record(checkpoint_dir: str, identity: RunIdentity, **status) -> None:
     write_atomic(os.path.join(checkpoint_dir, RECORD), lambda f: f.write(text.encode()))
 
 
-def _same_model_and_data(root: str, config: dict) -> list:
-    """Runs under root of the same model on the same data, as 'run (its flags -> this run's)'."""
-    found = []
+def _recorded_runs(root: str) -> list:
+    """The run.json of every run under a --checkpoints folder, by run name."""
+    records = []
     for path in sorted(glob.glob(os.path.join(root, "*", RECORD))):
         with open(path) as f:
-            other = json.load(f)
-        if other["config"]["model"]["model"] == config["model"]["model"] and other["config"]["data"] == config["data"]:
-            found.append(f"{other['setting']} ({'; '.join(differences(other['config'], config))})")
-    return found
+            records.append(json.load(f))
+    return records
+
+
+def _same_model_and_data(root: str, config: dict) -> list:
+    """Runs under root of the same model on the same data, as 'run (its flags -> this run's)'."""
+    return [f"{other['setting']} ({'; '.join(differences(other['config'], config))})" for other in _recorded_runs(root)
+            if other["config"]["model"]["model"] == config["model"]["model"] and other["config"]["data"] == config["data"]]
 
 
 # ---- planning each repetition ------------------------------------------------------------------------
@@ -230,12 +234,9 @@ def _trained_at_another_world_size(args, identity: RunIdentity) -> RunIdentity:
     def but_world_size(config: dict) -> dict:
         return {**config, "training": {k: v for k, v in config["training"].items() if k != "world_size"}}
 
-    found = []
-    for path in sorted(glob.glob(os.path.join(args.checkpoints, "*", RECORD))):
-        with open(path) as f:
-            other = json.load(f)
-        if but_world_size(other["config"]) == but_world_size(identity.config):
-            found.append(RunIdentity(**{k: other[k] for k in ("setting", "config_id", "seed", "config")}))
+    found = [RunIdentity(**{k: other[k] for k in ("setting", "config_id", "seed", "config")})
+             for other in _recorded_runs(args.checkpoints)
+             if but_world_size(other["config"]) == but_world_size(identity.config)]
     if len(found) != 1:
         return identity
     log.info("testing %s, trained on %d processes", found[0].setting, found[0].config["training"]["world_size"])

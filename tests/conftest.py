@@ -36,10 +36,15 @@ def elsewhere(tmp_path, name) -> list:
     return ["--checkpoints", str(tmp_path / name / "ckpt"), "--results_dir", str(tmp_path / name / "results")]
 
 
+def start_process(cmd, env, cwd) -> subprocess.Popen:
+    """A process in a group of its own (killpg ends torchrun and all its workers), its output captured."""
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd),
+                            start_new_session=True)
+
+
 def run_process(cmd, timeout, env, cwd) -> subprocess.CompletedProcess:
     """subprocess.run that, on timeout, kills the whole process group: torchrun and all its workers."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(cwd),
-                            start_new_session=True)
+    proc = start_process(cmd, env, cwd)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -11,13 +11,50 @@ import pytest
 import torch
 
 import run
-from tests.conftest import REPO, run_cli, torchrun
+from tests.conftest import REPO, run_cli, start_process, torchrun
 from utils import checkpoint
 from utils.errors import ConfigError, TrainingError
 
 pytestmark = pytest.mark.slow  # torchrun and subprocess runs
 
 METRICS = ("mse", "mae", "rmse", "mape", "mspe")
+WORKER = os.path.join(REPO, "tests", "ddp_worker.py")
+
+
+def _start(cmd, cwd, env):
+    return start_process(cmd, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO, **env}, cwd)
+
+
+def _paused_pid(marker, proc, seconds=120) -> int:
+    """The pid a PAUSE_AT probe wrote once its rank reached the pause."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and proc.poll() is None:
+        if marker.exists() and marker.read_text():
+            return int(marker.read_text())
+        time.sleep(0.1)
+    raise AssertionError(f"the run never reached its pause: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
+
+
+def _finish(proc, timeout=60) -> str:
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _node(node: int, endpoint: str, entry: list, cwd, env=None):
+    """One of two loopback "nodes": a torchrun of one process joining the c10d rendezvous at endpoint."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}", "--nproc_per_node=1",
+           "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", *entry]
+    return _start(cmd, cwd, env or {})
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _same_metrics(a, b, rel=1e-6):
@@ -56,20 +93,10 @@ def test_a_killed_worker_is_restarted_by_torchrun_and_resumes(tiny_args, tmp_pat
     out = tmp_path / "elastic"
     os.makedirs(out)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--max-restarts=3",
-           os.path.join(REPO, "tests", "ddp_worker.py"), str(out), "--ddp", *args]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO, "PAUSE_AT": f"1:2:5:{marker}"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(out),
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while not marker.exists() and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.1)
-        assert marker.exists(), "the worker never reached epoch 2"
-        os.kill(int(marker.read_text()), signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+           WORKER, str(out), "--ddp", *args]
+    proc = _start(cmd, out, {"PAUSE_AT": f"1:2:5:{marker}"})
+    os.kill(_paused_pid(marker, proc), signal.SIGKILL)
+    stderr = _finish(proc, timeout=240)
     assert proc.returncode == 0, stderr[-3000:]
     assert "resumed from" in stderr and "epoch 1 done" in stderr
     ranks = [json.loads((out / f"rank{r}.json").read_text())[0] for r in range(2)]
@@ -152,36 +179,18 @@ def test_pretrained_weights_load_from_checkpoints_and_prefixed_state_dicts(tiny_
 
 
 # ---- multi-node -----------------------------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_nodes_on_loopback_train_like_one_process_of_both_batches(tiny_args, tmp_path):
     """Without dropout, 2 nodes x 1 process x 16 train like 1 process x 32 to float rounding."""
     tiny_args = tiny_args + ["--dropout", "0", "--lr_scale", "none"]
     endpoint = f"127.0.0.1:{_free_port()}"
-    procs, outs = [], []
-    for node in range(2):
-        out = tmp_path / f"node{node}"
+    outs = [tmp_path / f"node{node}" for node in range(2)]
+    procs = []
+    for node, out in enumerate(outs):
         os.makedirs(out)
-        outs.append(out)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
-               "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}",
-               os.path.join(REPO, "tests", "ddp_worker.py"), str(out), "--ddp", *tiny_args]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO}
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=str(out), start_new_session=True))
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=240)
-            assert p.returncode == 0, err[-3000:]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
+        procs.append(_node(node, endpoint, [WORKER, str(out), "--ddp", *tiny_args], out))
+    for p in procs:
+        err = _finish(p, timeout=240)
+        assert p.returncode == 0, err[-3000:]
     ranks = sorted((json.loads(f.read_text())[0] for out in outs for f in out.glob("rank*.json")),
                    key=lambda r: r["rank"])
     assert [r["rank"] for r in ranks] == [0, 1] and ranks[0]["metrics"] == ranks[1]["metrics"]
@@ -225,33 +234,6 @@ def test_a_non_finite_loss_in_one_process(tiny_args):
 
 
 # ---- interruptions, a full disk, and bad input on one node only ------------------------------------
-WORKER = os.path.join(REPO, "tests", "ddp_worker.py")
-
-
-def _start(cmd, cwd, env):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(cwd),
-                            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO, **env},
-                            start_new_session=True)
-
-
-def _paused_pid(marker, proc, seconds=120) -> int:
-    """The pid a PAUSE_AT probe wrote once its rank reached the pause."""
-    deadline = time.time() + seconds
-    while time.time() < deadline and proc.poll() is None:
-        if marker.exists() and marker.read_text():
-            return int(marker.read_text())
-        time.sleep(0.1)
-    raise AssertionError(f"the run never reached its pause: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
-
-
-def _finish(proc, timeout=60) -> str:
-    try:
-        return proc.communicate(timeout=timeout)[1]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
 def test_ctrl_c_is_one_line_with_exit_code_130_and_the_run_resumes(tiny_args, tmp_path):
     marker = tmp_path / "paused.pid"
     proc = _start([sys.executable, WORKER, str(tmp_path), *tiny_args], tmp_path, {"PAUSE_AT": f"0:2:3:{marker}"})
@@ -325,10 +307,7 @@ def test_bad_input_on_one_node_stops_the_other_within_seconds(tiny_csv, tiny_arg
         os.makedirs(cwd / "data")
         if node == 0:
             os.symlink(tiny_csv, cwd / "data" / tiny_csv.name)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node_rank={node}",
-               "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}",
-               os.path.join(REPO, "run.py"), "--ddp", *relative]
-        procs.append(_start(cmd, cwd, {}))
+        procs.append(_node(node, endpoint, [os.path.join(REPO, "run.py"), "--ddp", *relative], cwd))
     start = time.time()
     node0, node1 = (_finish(p, timeout=120) for p in procs)
     assert time.time() - start < 60 and all(p.returncode != 0 for p in procs)
