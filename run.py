@@ -18,6 +18,7 @@ import torch
 import models
 from data_provider.factory import DataBundle, build_data
 from data_provider.windows import eval_windows
+from exp import dialects
 from exp.exp_forecast import ExpForecast, check_output_shape
 from exp.flags import model_hparams, parse_args, validate
 from exp.identity import RunPlan, adopt_checkpoint, check_pretrained, model_section, plan_runs
@@ -99,6 +100,7 @@ def main(argv=None, callbacks=()) -> list:
         adopted = adopt_checkpoint(args) if args.test_dir else None
         validate(args)
         data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
+        dialects.check_channels(args.declared_channels, data.n_channels, args.covariate, data.file)
         preflight(args, env, data)
         plans = plan_runs(args, data, env.world_size, adopted)
         seed_everything(plans[0].identity.seed)

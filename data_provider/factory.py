@@ -1,4 +1,6 @@
 """From flags to the train/val/test WindowDatasets: read, scale on train only, add time features."""
+import io
+import logging
 import os
 from dataclasses import dataclass
 
@@ -6,16 +8,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from data_provider import synthetic
-from data_provider.readers import ETT_NAMES, RawSeries, custom_series, read_series
+from data_provider import datasets
+from data_provider.readers import Table, check_file, check_values
 from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets
 from utils.errors import ConfigError
+from utils.files import write_atomic
 from utils.identity import content_fingerprint, file_fingerprint
+from utils.log import GROUP
 
-DATA_NAMES = ETT_NAMES + ("custom", "synthetic")
-# Standard file names of the long-term forecasting benchmarks -> the names the papers use
-BENCHMARK_FILES = {"weather": "Weather", "electricity": "ECL", "traffic": "Traffic", "exchange_rate": "Exchange",
-                   "national_illness": "ILI"}
+group_log = logging.getLogger(GROUP)
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,15 @@ class StandardScale:
     std: np.ndarray
 
     @classmethod
-    def fit(cls, rows: np.ndarray) -> "StandardScale":
+    def fit(cls, rows: np.ndarray, skip_missing: bool = False) -> "StandardScale":
+        """skip_missing: statistics of the values present, per channel (sklearn ignores NaNs alike)."""
         rows = np.asarray(rows, dtype=np.float64)
-        mean, var = rows.mean(axis=0), rows.var(axis=0)
+        mean, var = (np.nanmean(rows, axis=0), np.nanvar(rows, axis=0)) if skip_missing \
+            else (rows.mean(axis=0), rows.var(axis=0))
         # a channel whose variance is within the rounding error of the two-pass variance is constant: it is
         # centred, not divided by ~0 (sklearn's test, Chan, Golub & LeVeque)
-        eps, n = np.finfo(np.float64).eps, len(rows)
+        eps = np.finfo(np.float64).eps
+        n = np.sum(~np.isnan(rows), axis=0) if skip_missing else len(rows)
         constant = var <= n * eps * var + (n * mean * eps) ** 2
         return cls(mean, np.where(constant, 1.0, np.sqrt(var)))
 
@@ -52,48 +56,99 @@ class DataBundle:
 
 
 def data_file(args) -> str:
-    name = args.data_path or {"synthetic": "synthetic.csv", "custom": None}.get(args.data, f"{args.data}.csv")
+    """The file --data reads: --data_path under --root_path, or the dataset's standard file there."""
+    entry = datasets.resolve(args.data, args.data_path)
+    name = args.data_path or entry.file
     if name is None:
-        raise ConfigError("--data custom needs --data_path (a CSV with a date column first, or a .npy array)")
+        raise ConfigError(f"--data {entry.name} reads any file of its format: name it with --data_path")
     return os.path.join(args.root_path, name)
 
 
 def dataset_name(args) -> str:
-    if args.data != "custom":
-        return args.data
-    stem = os.path.splitext(os.path.basename(args.data_path))[0]
-    return BENCHMARK_FILES.get(stem, stem)
+    """The benchmark's name (ETTh1, Weather, ...), or the file's for a generic one (custom, PEMS)."""
+    entry = datasets.resolve(args.data, args.data_path)
+    return entry.name if entry.file is not None else os.path.splitext(os.path.basename(args.data_path))[0]
 
 
-def time_features(dates: pd.DatetimeIndex | None, length: int) -> np.ndarray:
-    """Calendar features scaled to [-0.5, 0.5] (TSLib's timeenc=1); minute only for sub-hourly data."""
+# TSLib's time features per sampling frequency (utils/timefeatures.py there): each scaled to [-0.5, 0.5]
+_CALENDAR = {
+    "second": lambda d: d.second / 59.0, "minute": lambda d: d.minute / 59.0, "hour": lambda d: d.hour / 23.0,
+    "day_of_week": lambda d: d.day_of_week / 6.0, "day_of_month": lambda d: (d.day - 1) / 30.0,
+    "day_of_year": lambda d: (d.day_of_year - 1) / 365.0, "month": lambda d: (d.month - 1) / 11.0,
+    "week": lambda d: (d.isocalendar().week.to_numpy() - 1) / 52.0}
+_DAY = ("day_of_week", "day_of_month", "day_of_year")
+FEATURE_SETS = {"second": ("second", "minute", "hour", *_DAY), "minute": ("minute", "hour", *_DAY),
+                "hour": ("hour", *_DAY), "day": _DAY, "week": ("day_of_month", "week"), "month": ("month",)}
+_FREQ_UNITS = {"s": "second", "sec": "second", "t": "minute", "min": "minute", "h": "hour", "d": "day", "b": "day",
+               "w": "week", "m": "month", "q": "month"}
+
+
+def feature_set(freq: str) -> str:
+    """The time-feature set of a --freq (TSLib's names: s, t/min, h, d, b, w, m, q, with a multiple: 15min)."""
+    unit = freq.lstrip("0123456789").lower()
+    if unit not in _FREQ_UNITS:
+        raise ConfigError(f"--freq {freq!r}: not a sampling frequency; use s, t (or min), h, d, b, w, m or q, "
+                          "optionally with a multiple (15min)")
+    return _FREQ_UNITS[unit]
+
+
+def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None = None) -> np.ndarray:
+    """Calendar features in [-0.5, 0.5] (TSLib's timeenc=1): TSLib's set for --freq, else hour, day of week,
+    month and year, with minute first for sub-hourly data. Zeros for data without dates."""
     if dates is None:
         return np.zeros((length, 1))
-    feats = [dates.hour / 23.0, dates.day_of_week / 6.0, (dates.day - 1) / 30.0, (dates.day_of_year - 1) / 365.0]
-    step = (dates[1:] - dates[:-1]).median() if length > 1 else pd.Timedelta(hours=1)
-    if step < pd.Timedelta(hours=1):
-        feats.insert(0, dates.minute / 59.0)
-    return np.stack([np.asarray(f, dtype=np.float64) for f in feats], axis=1) - 0.5
+    if freq is None:
+        step = (dates[1:] - dates[:-1]).median() if length > 1 else pd.Timedelta(hours=1)
+        names = FEATURE_SETS["minute" if step < pd.Timedelta(hours=1) else "hour"]
+    else:
+        names = FEATURE_SETS[feature_set(freq)]
+    return np.stack([np.asarray(_CALENDAR[n](dates), dtype=np.float64) for n in names], axis=1) - 0.5
 
 
-def load_raw(args, is_main: bool) -> tuple:
-    """(RawSeries, content fingerprint of its file)."""
+def load_table(args, entry: datasets.Dataset, is_main: bool) -> tuple:
+    """(Table, content fingerprint of its file)."""
     path = data_file(args)
-    if args.data == "synthetic" and not os.path.isfile(path):
-        # Every rank generates the same seeded series in memory; only the main rank writes it.
-        frame = synthetic.generate()
-        text = synthetic.csv_text(frame)
+    if entry.generate is not None and not os.path.isfile(path):
+        # Every rank generates the same series in memory; only the main rank writes it.
+        text = entry.generate()
         if is_main:
-            synthetic.write_text(text, path)
-        return custom_series(frame, args.target, path), content_fingerprint(text.encode())
-    raw = read_series(args.data, path, args.target)
-    return raw, file_fingerprint(path)
+            write_atomic(path, lambda f: f.write(text.encode()))
+        return entry.read(io.StringIO(text), args.target), content_fingerprint(text.encode())
+    check_file(path)
+    return entry.read(path, args.target), file_fingerprint(path)
 
 
-def split_bounds(split_ends: tuple, seq_len: int) -> dict:
-    """Row ranges per split; val/test start seq_len early so their first window ends at the border."""
-    train_end, val_end, test_end = split_ends
-    return {"train": (0, train_end), "val": (train_end - seq_len, val_end), "test": (val_end - seq_len, test_end)}
+def _check_step(table: Table, entry: datasets.Dataset, path: str) -> None:
+    """A benchmark read from a file sampled at another step is most likely the wrong file."""
+    if entry.freq is None or table.dates is None or len(table.dates) < 2:
+        return
+    step = (table.dates[1:] - table.dates[:-1]).median()
+    if step != pd.Timedelta(entry.freq):
+        group_log.warning("%s: rows are %s apart, but %s is sampled every %s: is this the right file?", path, step,
+                          entry.name, entry.freq)
+
+
+def split_rows(entry: datasets.Dataset, n_rows: int, path: str) -> dict:
+    try:
+        rows = entry.split(n_rows)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {entry.name} {e}") from None
+    return rows
+
+
+def split_bounds(rows: dict, seq_len: int, lookback: bool = True) -> dict:
+    """Rows each split's windows read: with lookback, val and test start seq_len early so that their first
+    forecast is their first row; without, every window lies inside its split."""
+    return {split: (begin - seq_len if lookback and split != "train" else begin, end)
+            for split, (begin, end) in rows.items()}
+
+
+def fill_missing(values: np.ndarray, rows: dict) -> np.ndarray:
+    """Forward- then back-fill NaNs inside each split (TSLib's PEMS), so no split's values leak into another."""
+    filled = values.copy()
+    for begin, end in rows.values():
+        filled[begin:end] = pd.DataFrame(values[begin:end]).ffill().bfill().to_numpy()
+    return filled
 
 
 def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -103,11 +158,23 @@ def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
 
 
 def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
-    raw, fingerprint = load_raw(args, is_main)
-    train_end = raw.split_ends[0]
-    scaler = StandardScale.fit(raw.values[:train_end])
-    series = _row_major(scaler.transform(raw.values), device)
-    marks = _row_major(time_features(raw.dates, len(raw.values)), device) if uses_marks else None
+    entry = datasets.resolve(args.data, args.data_path)
+    path = data_file(args)
+    table, fingerprint = load_table(args, entry, is_main)
+    if args.target_only:  # TSLib's --features S: the target (last) channel alone
+        table = Table(table.values[:, -1:], table.columns[-1:], table.dates)
+    check_values(table.values, table.columns, path, allow_missing=entry.fill_missing)
+    _check_step(table, entry, path)
+    rows = split_rows(entry, len(table.values), path)
+    (train_begin, train_end) = rows["train"]
+    scaler = StandardScale.fit(table.values[train_begin:train_end], skip_missing=entry.fill_missing)
+    if not np.isfinite(scaler.mean).all():
+        raise ConfigError(f"{path}: a channel has no values in the training rows")
+    values = scaler.transform(table.values)
+    if entry.fill_missing:
+        values = fill_missing(values, rows)
+    series = _row_major(values, device)
+    marks = _row_major(time_features(table.dates, len(values), args.freq), device) if uses_marks else None
 
     last = direct_offsets(args.seq_len, args.output_token_len)
     fit = last if args.nonautoregressive else \
@@ -115,19 +182,19 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
     offsets = {"train": fit, "val": last if args.valid_last else fit,
                "test": direct_offsets(args.seq_len, args.test_pred_len)}
 
-    datasets = {}
-    for split, (begin, end) in split_bounds(raw.split_ends, args.seq_len).items():
+    windows = {}
+    for split, (begin, end) in split_bounds(rows, args.seq_len, entry.lookback).items():
         ds = WindowDataset(series, marks, max(begin, 0), end, args.seq_len, offsets[split], args.univariate)
         if ds.n_windows < 1:
             raise ConfigError(f"the {split} split has {end - max(begin, 0)} time steps (lookback included) but one "
                               f"window needs {ds.window_len} (seq_len {args.seq_len} + output); "
                               "use a shorter --seq_len/--output_token_len/--test_pred_len or more data")
-        datasets[split] = ds
+        windows[split] = ds
     if args.subset_rand_ratio < 1:
-        datasets["train"] = random_subset(datasets["train"], args.subset_rand_ratio, args.seed)
+        windows["train"] = random_subset(windows["train"], args.subset_rand_ratio, args.seed)
     n_channels = 1 if args.univariate else series.shape[1]
-    return DataBundle(dataset_name(args), datasets, n_channels, 0 if marks is None else marks.shape[1], raw.columns,
-                      scaler, os.path.basename(data_file(args)), fingerprint)
+    return DataBundle(dataset_name(args), windows, n_channels, 0 if marks is None else marks.shape[1],
+                      table.columns, scaler, os.path.basename(path), fingerprint)
 
 
 def random_subset(ds: WindowDataset, ratio: float, seed: int) -> WindowDataset:

@@ -1,4 +1,5 @@
-"""Readers load raw arrays and split ends only; windowing lives in one place (windows.py)."""
+"""Readers of file formats: raw values, column names and dates only. Splits belong to the dataset entries
+(data_provider/datasets/), scaling to the factory, windowing to windows.py."""
 import logging
 import os
 from dataclasses import dataclass
@@ -11,27 +12,24 @@ from utils.log import GROUP
 
 group_log = logging.getLogger(GROUP)
 
-ETT_NAMES = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
-
 
 @dataclass
-class RawSeries:
-    values: np.ndarray  # (T, C) float64, target channel last
+class Table:
+    """What a reader returns: raw values and their names; splitting and scaling happen in the factory."""
+    values: np.ndarray                # (T, C) float64, target channel last
     columns: list
-    dates: pd.DatetimeIndex | None
-    split_ends: tuple  # exclusive ends of train, val and test
+    dates: pd.DatetimeIndex | None    # None: the format has no timestamps (time features are zeros)
 
 
-def _ratio_split(n: int) -> tuple:
-    """70/10/20 split of the custom-data convention (TSLib, OpenLTM)."""
-    n_train, n_test = int(n * 0.7), int(n * 0.2)
-    return n_train, n - n_test, n
+def _where(source) -> str:
+    return source if isinstance(source, str) else "generated data"
 
 
-def _check_values(values: np.ndarray, columns: list, path: str) -> None:
+def check_values(values: np.ndarray, columns: list, path: str, allow_missing: bool = False) -> None:
+    """Rows present and every value finite (NaN allowed where the dataset fills missing values)."""
     if values.size == 0 or values.shape[0] == 0:
         raise ConfigError(f"{path}: no data rows")
-    bad = ~np.isfinite(values)
+    bad = np.isinf(values) if allow_missing else ~np.isfinite(values)
     if bad.any():
         col = int(np.argmax(bad.any(axis=0)))
         row = int(np.argmax(bad[:, col]))
@@ -39,17 +37,17 @@ def _check_values(values: np.ndarray, columns: list, path: str) -> None:
                           f"row {row}); clean or impute the data first")
 
 
-def _read_csv(path: str) -> pd.DataFrame:
+def _read_csv(source, **kwargs) -> pd.DataFrame:
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(source, **kwargs)
     except pd.errors.EmptyDataError:
-        raise ConfigError(f"{path}: the file is empty") from None
+        raise ConfigError(f"{_where(source)}: the file is empty") from None
     except (OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
-        raise ConfigError(f"{path}: cannot read as CSV ({e})") from None
+        raise ConfigError(f"{_where(source)}: cannot read as CSV ({e})") from None
 
 
-def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> tuple:
-    """(values, columns, dates) of a frame whose first column is a date and the rest numeric.
+def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> Table:
+    """The table of a frame whose first column is a date and the rest numeric.
 
     The target column is moved last, where covariate mode and the metrics expect it.
     """
@@ -72,9 +70,7 @@ def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> tuple:
         if target not in columns:
             raise ConfigError(f"{source}: --target {target!r} is not a column (columns: {columns})")
         columns = [c for c in columns if c != target] + [target]
-    values = data[columns].to_numpy(dtype=np.float64)
-    _check_values(values, columns, source)
-    return values, columns, dates
+    return Table(data[columns].to_numpy(dtype=np.float64), columns, dates)
 
 
 def check_timestamps(dates: pd.DatetimeIndex, source: str) -> None:
@@ -98,42 +94,56 @@ def check_timestamps(dates: pd.DatetimeIndex, source: str) -> None:
                               usual, irregular[0], dates[irregular[0]], dates[irregular[0] + 1])
 
 
-def read_ett(path: str, name: str, target: str) -> RawSeries:
-    """ETT with the standard 12/4/4-month borders (Informer, Autoformer, TSLib)."""
-    values, columns, dates = dated_frame(_read_csv(path), target, path)
-    month = 30 * 24 * (4 if name.startswith("ETTm") else 1)
-    ends = (12 * month, 16 * month, 20 * month)
-    if len(values) < ends[-1]:
-        raise ConfigError(f"{path}: {name} needs at least {ends[-1]} rows for the standard 12/4/4-month split, "
-                          f"found {len(values)}")
-    return RawSeries(values, columns, dates, ends)
+def read_dated_csv(source, target: str | None) -> Table:
+    """A CSV whose first column is a date (ETT, TSLib's custom files)."""
+    return dated_frame(_read_csv(source), target, _where(source))
 
 
-def read_custom(path: str, target: str) -> RawSeries:
-    return custom_series(_read_csv(path), target, path)
-
-
-def custom_series(df: pd.DataFrame, target: str, source: str) -> RawSeries:
-    values, columns, dates = dated_frame(df, target, source)
-    return RawSeries(values, columns, dates, _ratio_split(len(values)))
-
-
-def read_npy(path: str) -> RawSeries:
+def read_npy(path: str, target: str | None = None) -> Table:
     """A (T,) or (T, C) numeric array; the last channel is the target."""
     try:
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read as a .npy array ({e})") from None
+    return _array_table(arr, path)
+
+
+def read_csv_or_npy(source, target: str | None) -> Table:
+    return read_npy(source) if isinstance(source, str) and source.endswith(".npy") else read_dated_csv(source, target)
+
+
+def read_headerless(source, target: str | None = None) -> Table:
+    """Comma-separated numbers, one row per time step, no header and no dates (Solar-Energy's solar_AL.txt)."""
+    frame = _read_csv(source, header=None)
+    non_numeric = [i for i in frame.columns if not pd.api.types.is_numeric_dtype(frame[i])]
+    if non_numeric:
+        raise ConfigError(f"{_where(source)}: column {non_numeric[0]} is not numeric (expected comma-separated "
+                          "numbers without a header)")
+    return _array_table(frame.to_numpy(dtype=np.float64), _where(source))
+
+
+def read_npz_first_feature(path: str, target: str | None = None) -> Table:
+    """An .npz whose `data` array is (time, node, feature): the first feature of every node (PEMS traffic flow)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "data" not in archive.files:
+                raise ConfigError(f"{path}: no 'data' array in the .npz (found {archive.files})")
+            arr = archive["data"]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read as an .npz archive ({e})") from None
+    if arr.ndim != 3:
+        raise ConfigError(f"{path}: expected 'data' of shape (time, node, feature), got {arr.shape}")
+    return _array_table(arr[:, :, 0], path)
+
+
+def _array_table(arr: np.ndarray, path: str) -> Table:
     if not np.issubdtype(arr.dtype, np.number):
         raise ConfigError(f"{path}: array dtype {arr.dtype} is not numeric")
     if arr.ndim == 1:
         arr = arr[:, None]
     if arr.ndim != 2:
         raise ConfigError(f"{path}: expected a (time, channels) array, got shape {arr.shape}")
-    values = arr.astype(np.float64)
-    columns = [f"ch{i}" for i in range(values.shape[1])]
-    _check_values(values, columns, path)
-    return RawSeries(values, columns, None, _ratio_split(len(values)))
+    return Table(arr.astype(np.float64), [f"ch{i}" for i in range(arr.shape[1])], None)
 
 
 def _where_to_set(path: str) -> str:
@@ -145,15 +155,10 @@ def _where_to_set(path: str) -> str:
     return "set --root_path/--data_path"
 
 
-def read_series(data: str, path: str, target: str) -> RawSeries:
+def check_file(path: str) -> None:
     if not os.path.exists(path):
         raise ConfigError(f"data file not found: {path} ({_where_to_set(path)})")
     if not os.path.isfile(path):
         raise ConfigError(f"data path is not a file: {path}")
     if not os.access(path, os.R_OK):
         raise ConfigError(f"data file is not readable: {path}")
-    if data in ETT_NAMES:
-        return read_ett(path, data, target)
-    if path.endswith(".npy"):
-        return read_npy(path)
-    return read_custom(path, target)

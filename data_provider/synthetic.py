@@ -45,13 +45,9 @@ def csv_text(frame: pd.DataFrame) -> str:
     return frame.to_csv(index=False, lineterminator="\n")
 
 
-def write_text(text: str, path: str) -> None:
-    """Atomic write: a reader never sees a half-written file."""
-    write_atomic(path, lambda f: f.write(text.encode()))
-
-
 def write_csv(frame: pd.DataFrame, path: str) -> None:
-    write_text(csv_text(frame), path)
+    """Atomic write: a reader never sees a half-written file."""
+    write_atomic(path, lambda f: f.write(csv_text(frame).encode()))
 
 
 def main() -> None:

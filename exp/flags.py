@@ -18,7 +18,9 @@ import sys
 import typing
 
 import models
-from data_provider.factory import DATA_NAMES
+from data_provider import datasets
+from data_provider.factory import feature_set
+from exp import dialects
 from utils import metrics, schedules
 from utils.errors import ConfigError
 from utils.schedules import LR_SCALES
@@ -107,15 +109,22 @@ def build_parser() -> argparse.ArgumentParser:
                "its own stream derived from the seed)")
 
     f.section("data")
-    f.add("data", "--data", default="synthetic", choices=DATA_NAMES,
-          help="ETT*: standard 12/4/4-month split; custom: CSV (date column first) or .npy, 70/10/20; "
-               "synthetic: generated CSV, written to root_path/data_path if absent")
+    f.add("data", "--data", default="synthetic",
+          help="a dataset named in data_provider/datasets/ (README, Data): a benchmark with its standard file and "
+               "split (ETTh1, Weather, PEMS08, ...), a generic format (custom: CSV with a date column first or "
+               ".npy; PEMS: .npz; Solar: headerless text) or synthetic (generated, written if absent)")
     f.add("data", "--root_path", default="./dataset/synthetic/", help="folder of the data file")
     f.add("data", "--data_path", default=None,
-          help="data file inside root_path (default: <data>.csv for ETT, synthetic.csv for synthetic)")
-    f.add("data", "--target", default="OT", help="target column of a CSV; moved to the last channel")
+          help="data file inside root_path (default: the dataset's standard file)")
+    f.add("data", "--target", default=None,
+          help="target column of a CSV, moved to the last channel (default: the dataset's, OT for the benchmarks)")
+    f.add("data", "--freq", default=None,
+          help="time features of this sampling frequency, TSLib's sets (s, t/min, h, d, b, w, m, q; 15min); "
+               "default: from the timestamps, hour-based with minute for sub-hourly data")
     f.add("task", "--univariate", action="store_true",
           help="treat every channel as its own series (channel-independent windows)")
+    f.add("task", "--target_only", action="store_true",
+          help="read only the target channel (TSLib's --features S)")
     f.add("training", "--subset_rand_ratio", type=float, default=1.0,
           help="train on a seeded random subset of this fraction of the training windows")
 
@@ -213,8 +222,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """The flags as given; validate() completes them (test_pred_len follows output_token_len unless given)."""
-    return parser().parse_args(argv)
+    """The flags as given, TSLib's and OpenLTM's translated (exp/dialects.py); validate() completes them
+    (test_pred_len follows output_token_len unless given)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    translation = dialects.translate(argv, {option: action.dest for option, action
+                                            in parser()._option_string_actions.items()})
+    if translation.dialect is None:
+        args = parser().parse_args(argv)
+    else:
+        dialect_parser = build_parser()
+        dialect_parser.set_defaults(**translation.defaults)
+        args = dialect_parser.parse_args(translation.argv)
+        dialects.complete(args, translation)
+    args.dialect, args.dialect_notes = translation.dialect, translation.notes
+    args.declared_channels = translation.channels
+    return args
 
 
 def roles() -> dict:
@@ -246,14 +268,31 @@ def _check_hparams(args) -> None:
             _require(low <= value < high, f"--{f.name} must be in [{low}, {high}), got {value}")
         elif low is not None:
             _require(value >= low, f"--{f.name} must be >= {low}, got {value}")
+    dialect_defaults = dialects.DEFAULTS.get(getattr(args, "dialect", None), {})
     ignored = [name for name, default in parser().model_flag_defaults.items()
-               if name not in mine and getattr(args, name) != default]
+               if name not in mine and getattr(args, name) != dialect_defaults.get(name, default)]
     if ignored:
         log.info("not used by %s, ignored: %s", args.model, ", ".join(f"--{n}" for n in sorted(ignored)))
 
 
+def _resolve_data(args, known: dict) -> None:
+    """--data as its registry name (a generic name given a benchmark's file becomes the benchmark), --target as
+    the dataset's unless given."""
+    try:
+        entry = datasets.resolve(args.data, args.data_path)
+    except KeyError:
+        raise ConfigError(f"unknown --data {args.data!r}; available: {', '.join(sorted(known))}") from None
+    if args.target is not None and entry.target is None:
+        raise ConfigError(f"--target {args.target}: {entry.name} files have no column names; the last column is "
+                          "the target")
+    args.data = entry.name
+    args.target = args.target or entry.target
+
+
 def validate(args) -> None:
     """Flag checks that need no data; the data checks happen when the data is loaded."""
+    for note in getattr(args, "dialect_notes", ()):
+        log.info("%s", note)
     if args.test_pred_len is None:
         args.test_pred_len = args.output_token_len
     try:
@@ -264,8 +303,11 @@ def validate(args) -> None:
         caps = models.capabilities(args.model)
         metrics.registry()
         known_schedules = schedules.registry()
-    except (models.ModelFileError, metrics.MetricFileError, schedules.ScheduleFileError) as e:
+        known_data = datasets.registry()
+    except (models.ModelFileError, metrics.MetricFileError, schedules.ScheduleFileError,
+            datasets.DatasetFileError) as e:
         raise ConfigError(str(e)) from None
+    _resolve_data(args, known_data)
     _require(args.lradj in known_schedules,
              f"unknown --lradj {args.lradj!r}; available: {', '.join(sorted(known_schedules))}")
     for name in ("seq_len", "input_token_len", "output_token_len", "test_pred_len", "batch_size", "train_epochs",
@@ -285,6 +327,10 @@ def validate(args) -> None:
     if uses_input_tokens(args):
         _require(args.seq_len % args.input_token_len == 0,
                  f"--seq_len {args.seq_len} must be a multiple of --input_token_len {args.input_token_len}")
+    if args.freq is not None:
+        feature_set(args.freq)
+    _require(not (args.target_only and (args.covariate or args.univariate)),
+             "--target_only reads one channel: --covariate and --univariate do not apply")
     if args.covariate:
         _require(caps.covariate, f"model {args.model} is channel-independent: covariates cannot inform the "
                                  "target, so --covariate is not supported")

@@ -19,7 +19,8 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 
-from data_provider.factory import DataBundle
+import models
+from data_provider.factory import DataBundle, feature_set
 from exp.flags import model_hparams, roles, uses_input_tokens
 from utils import checkpoint, schedules
 from utils.errors import ConfigError
@@ -64,8 +65,8 @@ class RunPlan:
 
 
 def features_code(args) -> str:
-    """M: multivariate, MS: covariates -> target, U: every channel its own series."""
-    return "U" if args.univariate else ("MS" if args.covariate else "M")
+    """M: multivariate, MS: covariates -> target, S: the target alone, U: every channel its own series."""
+    return "U" if args.univariate else "MS" if args.covariate else "S" if args.target_only else "M"
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:
@@ -81,6 +82,8 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
             config["training"][name] = getattr(args, name)
     config["model"] = model_section(args)
     config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
+    if args.freq is not None and models.capabilities(args.model).time_marks:
+        config["data"]["time_features"] = feature_set(args.freq)  # only models that read them
     training = config["training"]
     training["pretrain_model_path"] = file_fingerprint(args.pretrain_model_path) if args.adaptation else None
     training["world_size"] = world_size

@@ -24,6 +24,12 @@ def _write(tmp_path, name, frame):
     return ["--data", "custom", "--root_path", str(tmp_path), "--data_path", name]
 
 
+def _short_ett(p, f):
+    flags = _write(p, "ETTh1.csv", _frame(n=300))
+    flags[flags.index("custom")] = "ETTh1"
+    return flags
+
+
 def _frame(n=300, **columns):
     frame = pd.DataFrame({"date": pd.date_range("2020", periods=n, freq="h"), "a": np.arange(n, dtype=float),
                           "OT": np.sin(np.arange(n))})
@@ -84,7 +90,10 @@ CASES = {
                      "data file not found"),
     "unreadable file": (_binary, "cannot read as CSV"),
     "unknown model": (lambda p, f: ["--model", "nope"], "unknown model 'nope'"),
-    "unknown data": (lambda p, f: ["--data", "nope"], "invalid choice: 'nope'"),
+    "unknown data": (lambda p, f: ["--data", "nope"], "unknown --data 'nope'; available: "),
+    "benchmark file shorter than its split": (_short_ett, "ETTh1 needs at least 14400 rows for its standard split"),
+    "--target for a file without column names": (lambda p, f: ["--data", "Solar", "--target", "OT"],
+                                                 "Solar files have no column names; the last column is the target"),
     "non-numeric column": (lambda p, f: _write(p, "t.csv", _frame(a=["x"] * 300)), "non-numeric column"),
     "empty column": (lambda p, f: _write(p, "t.csv", _frame(a=[np.nan] * 300)), "empty column"),
     "NaN or inf values": (lambda p, f: _write(p, "t.csv", _frame(OT=[np.inf] + [1.0] * 299)), "NaN/inf values"),
@@ -148,9 +157,11 @@ def _model_file(name, text):
     return make
 
 
-def _metric_file(tmp_path, repo, flags):
-    (repo / "utils" / "metrics" / "broken.py").write_text("METRICS = ['not a metric']\n")
-    return [sys.executable, str(repo / "run.py"), *flags], {}
+def _registry_file(path, text):
+    def make(tmp_path, repo, flags):
+        (repo / path).write_text(text)
+        return [sys.executable, str(repo / "run.py"), *flags], {}
+    return make
 
 
 # rows that need a command line of their own (a script, a model file added to a copy of the code):
@@ -159,8 +170,11 @@ CLI_CASES = {
     "missing data in a script": (_script_without_data, "the script reads its data under DATA_ROOT="),
     "broken file in models/": (_model_file("broken", "import not_a_module_anywhere\n"),
                                "models/broken.py cannot be imported: ModuleNotFoundError"),
-    "broken file in utils/metrics/": (_metric_file, "utils/metrics/broken.py: METRICS must be a list of "
-                                                    "utils.metrics.Metric"),
+    "broken file in utils/metrics/": (_registry_file("utils/metrics/broken.py", "METRICS = ['not a metric']\n"),
+                                      "utils/metrics/broken.py: METRICS must be a list of utils.metrics.Metric"),
+    "broken file in data_provider/datasets/": (
+        _registry_file("data_provider/datasets/broken.py", "DATASETS = ['not a dataset']\n"),
+        "data_provider/datasets/broken.py: DATASETS must be a list of data_provider.datasets.Dataset"),
     "model output of the wrong shape": (_model_file("short", WRONG_SHAPE),
                                         "model short returned shape (1, 15, 3) for one window, expected (1, 16, 3)"),
 }

@@ -1,11 +1,12 @@
 """The docs' checkable claims: the flags reference is the parser's, the models table is the registry's
-capabilities, and every test the docs cite as holding a claim exists."""
+capabilities, the data table is the dataset registry, and every test the docs cite as holding a claim exists."""
 import ast
 import glob
 import os
 import re
 
 import models
+from data_provider import datasets
 from exp.flags import reference_markdown
 from tests.conftest import REPO
 
@@ -30,6 +31,19 @@ def test_the_models_table_is_the_registrys_capabilities():
         caps = models.capabilities(name)
         assert (caps.direct, caps.autoregressive, caps.covariate, caps.time_marks) == \
                (direct, autoregressive, covariate, marks), name
+
+
+def test_the_data_table_names_every_registered_dataset_with_its_file():
+    readme = DOCS[os.path.join(REPO, "README.md")]
+    table = readme[readme.index("| `--data` | file under"):].split("\n\n")[0].splitlines()[2:]
+    named = {}
+    for line in table:
+        names, files = (re.findall(r"`([^`]+)`", cell) for cell in line.strip("|").split("|")[:2])
+        named.update({name: files[min(i, len(files) - 1)] if files else None for i, name in enumerate(names)})
+    registry = datasets.registry()
+    assert sorted(named) == sorted(registry)
+    for name, entry in registry.items():
+        assert entry.file is None or named[name].endswith(entry.file), name
 
 
 def test_every_test_the_docs_cite_exists():

@@ -125,8 +125,10 @@ def test_marks_cover_the_whole_window_for_rolling():
     assert batch.x_mark[0, :, 0].tolist() == list(range(3, 21))
 
 
-def test_split_bounds_give_val_and_test_a_lookback_of_seq_len():
-    assert split_bounds((100, 130, 170), 20) == {"train": (0, 100), "val": (80, 130), "test": (110, 170)}
+def test_split_bounds_give_val_and_test_a_lookback_of_seq_len_where_the_dataset_allows_it():
+    rows = {"train": (0, 100), "val": (100, 130), "test": (130, 170)}
+    assert split_bounds(rows, 20) == {"train": (0, 100), "val": (80, 130), "test": (110, 170)}
+    assert split_bounds(rows, 20, lookback=False) == rows
 
 
 def test_time_features_are_scaled_to_half_unit_range():
@@ -349,15 +351,15 @@ def test_standard_scale_matches_sklearn_and_centres_a_constant_channel():
 
 def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
     import pandas as pd
-    from data_provider.readers import read_custom, read_npy
+    from data_provider.readers import read_csv_or_npy
     frame = pd.DataFrame({"date": pd.date_range("2020", periods=100, freq="D"), "OT": np.arange(100.0),
                           "x": np.ones(100)})
     frame.to_csv(tmp_path / "c.csv", index=False)
-    raw = read_custom(str(tmp_path / "c.csv"), "OT")
-    assert raw.columns == ["x", "OT"] and raw.split_ends == (70, 80, 100) and raw.values[5, 1] == 5
+    table = read_csv_or_npy(str(tmp_path / "c.csv"), "OT")
+    assert table.columns == ["x", "OT"] and table.values[5, 1] == 5 and len(table.dates) == 100
     np.save(tmp_path / "a.npy", np.arange(30.0).reshape(10, 3))
-    raw = read_npy(str(tmp_path / "a.npy"))
-    assert raw.values.shape == (10, 3) and raw.dates is None and raw.split_ends == (7, 8, 10)
+    table = read_csv_or_npy(str(tmp_path / "a.npy"), None)
+    assert table.values.shape == (10, 3) and table.dates is None
 
 
 def test_optimizer_skips_frozen_parameters(tmp_path):

@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model dlinear --nonautoregressive --model_id ECL --data custom --root_path "$DATA_ROOT/electricity/" --data_path electricity.csv \
+  launch --model dlinear --nonautoregressive --model_id ECL --data ECL --root_path "$DATA_ROOT/electricity/" \
   --output_token_len "$pred_len" \
   --seq_len 336 --batch_size 16 --learning_rate 0.001 --train_epochs 10 \
   --patience 3 --lradj type1 "$@"

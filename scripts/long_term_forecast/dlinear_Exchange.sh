@@ -8,7 +8,7 @@ source scripts/launch.sh
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 declare -A batch_size=([96]=8 [192]=8 [336]=32 [720]=32)
 for pred_len in "${horizons[@]}"; do
-  launch --model dlinear --nonautoregressive --model_id Exchange --data custom --root_path "$DATA_ROOT/exchange_rate/" --data_path exchange_rate.csv \
+  launch --model dlinear --nonautoregressive --model_id Exchange --data Exchange --root_path "$DATA_ROOT/exchange_rate/" \
   --output_token_len "$pred_len" \
   --seq_len 336 --batch_size "${batch_size[$pred_len]}" --learning_rate 0.0005 --train_epochs 10 \
   --patience 3 --lradj type1 "$@"

@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model dlinear --nonautoregressive --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv \
+  launch --model dlinear --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
   --seq_len 104 --batch_size 32 --learning_rate 0.01 --train_epochs 10 \
   --patience 3 --lradj type1 "$@"

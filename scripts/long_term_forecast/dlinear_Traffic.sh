@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model dlinear --nonautoregressive --model_id Traffic --data custom --root_path "$DATA_ROOT/traffic/" --data_path traffic.csv \
+  launch --model dlinear --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
   --seq_len 336 --batch_size 16 --learning_rate 0.05 --train_epochs 10 \
   --patience 3 --lradj type1 "$@"

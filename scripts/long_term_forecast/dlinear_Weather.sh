@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model dlinear --nonautoregressive --model_id Weather --data custom --root_path "$DATA_ROOT/weather/" --data_path weather.csv \
+  launch --model dlinear --nonautoregressive --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/" \
   --output_token_len "$pred_len" \
   --seq_len 336 --batch_size 16 --learning_rate 0.0001 --train_epochs 10 \
   --patience 3 --lradj type1 "$@"

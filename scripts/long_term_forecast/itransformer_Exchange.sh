@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model itransformer --nonautoregressive --model_id Exchange --data custom --root_path "$DATA_ROOT/exchange_rate/" --data_path exchange_rate.csv \
+  launch --model itransformer --nonautoregressive --model_id Exchange --data Exchange --root_path "$DATA_ROOT/exchange_rate/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 2 --d_model 128 --d_ff 128 \
   --n_heads 8 --dropout 0.1 --activation gelu --use_norm \

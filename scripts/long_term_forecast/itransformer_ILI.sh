@@ -8,7 +8,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model itransformer --nonautoregressive --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv \
+  launch --model itransformer --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
   --seq_len 36 --e_layers 2 --d_model 128 --d_ff 128 \
   --n_heads 8 --dropout 0.1 --activation gelu --use_norm \

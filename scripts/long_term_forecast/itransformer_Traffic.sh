@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model itransformer --nonautoregressive --model_id Traffic --data custom --root_path "$DATA_ROOT/traffic/" --data_path traffic.csv \
+  launch --model itransformer --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 4 --d_model 512 --d_ff 512 \
   --n_heads 8 --dropout 0.1 --activation gelu --use_norm \

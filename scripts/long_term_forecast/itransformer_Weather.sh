@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model itransformer --nonautoregressive --model_id Weather --data custom --root_path "$DATA_ROOT/weather/" --data_path weather.csv \
+  launch --model itransformer --nonautoregressive --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 3 --d_model 512 --d_ff 512 \
   --n_heads 8 --dropout 0.1 --activation gelu --use_norm \

@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model patchtst --nonautoregressive --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv \
+  launch --model patchtst --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
   --seq_len 104 --patch_len 24 --stride 2 --head_dropout 0.0 \
   --use_norm --activation gelu --learning_rate 0.0025 --train_epochs 100 \

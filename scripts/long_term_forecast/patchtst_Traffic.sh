@@ -8,7 +8,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model patchtst --nonautoregressive --model_id Traffic --data custom --root_path "$DATA_ROOT/traffic/" --data_path traffic.csv \
+  launch --model patchtst --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
   --seq_len 336 --patch_len 16 --stride 8 --head_dropout 0.0 \
   --use_norm --activation gelu --learning_rate 0.0001 --train_epochs 100 \

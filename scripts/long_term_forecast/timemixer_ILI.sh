@@ -8,7 +8,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timemixer --nonautoregressive --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv \
+  launch --model timemixer --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
   --seq_len 104 --e_layers 2 --d_model 16 --d_ff 32 \
   --down_sampling_layers 3 --down_sampling_window 2 --moving_avg 25 --dropout 0.1 \

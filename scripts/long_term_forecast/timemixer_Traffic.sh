@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timemixer --nonautoregressive --model_id Traffic --data custom --root_path "$DATA_ROOT/traffic/" --data_path traffic.csv \
+  launch --model timemixer --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 3 --d_model 32 --d_ff 64 \
   --down_sampling_layers 3 --down_sampling_window 2 --moving_avg 25 --dropout 0.1 \

@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timemixer --nonautoregressive --model_id Weather --data custom --root_path "$DATA_ROOT/weather/" --data_path weather.csv \
+  launch --model timemixer --nonautoregressive --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 2 --d_model 16 --d_ff 32 \
   --down_sampling_layers 3 --down_sampling_window 2 --moving_avg 25 --dropout 0.1 \

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
-common=(--model timer --model_id Weather --data custom --root_path "$DATA_ROOT/weather/" --data_path weather.csv
+common=(--model timer --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/"
   --seq_len 672 --input_token_len 96 --output_token_len 96 --e_layers 4 \
   --d_model 512 --d_ff 2048 --n_heads 8 --dropout 0.1 \
   --use_norm --valid_last --batch_size 32 --learning_rate 0.0001 \

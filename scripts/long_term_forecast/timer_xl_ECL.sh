@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
-common=(--model timer_xl --model_id ECL --data custom --root_path "$DATA_ROOT/electricity/" --data_path electricity.csv
+common=(--model timer_xl --model_id ECL --data ECL --root_path "$DATA_ROOT/electricity/"
   --seq_len 672 --input_token_len 96 --output_token_len 96 --e_layers 1 \
   --d_model 1024 --d_ff 2048 --n_heads 8 --dropout 0.1 \
   --use_norm --valid_last --batch_size 8 --learning_rate 0.0001 \

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
-common=(--model timer_xl --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv
+common=(--model timer_xl --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/"
   --seq_len 96 --input_token_len 24 --output_token_len 24 --e_layers 1 \
   --d_model 1024 --d_ff 2048 --n_heads 8 --dropout 0.1 \
   --use_norm --valid_last --batch_size 32 --learning_rate 0.0001 \

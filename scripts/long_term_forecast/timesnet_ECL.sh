@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timesnet --nonautoregressive --model_id ECL --data custom --root_path "$DATA_ROOT/electricity/" --data_path electricity.csv \
+  launch --model timesnet --nonautoregressive --model_id ECL --data ECL --root_path "$DATA_ROOT/electricity/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 2 --d_model 256 --d_ff 512 \
   --top_k 5 --num_kernels 6 --dropout 0.1 --use_norm \

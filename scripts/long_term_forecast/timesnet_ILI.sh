@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timesnet --nonautoregressive --model_id ILI --data custom --root_path "$DATA_ROOT/illness/" --data_path national_illness.csv \
+  launch --model timesnet --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
   --seq_len 36 --e_layers 2 --d_model 768 --d_ff 768 \
   --top_k 5 --num_kernels 6 --dropout 0.1 --use_norm \

@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timesnet --nonautoregressive --model_id Traffic --data custom --root_path "$DATA_ROOT/traffic/" --data_path traffic.csv \
+  launch --model timesnet --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 2 --d_model 512 --d_ff 512 \
   --top_k 5 --num_kernels 6 --dropout 0.1 --use_norm \

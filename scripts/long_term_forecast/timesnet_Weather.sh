@@ -7,7 +7,7 @@ source scripts/launch.sh
 
 horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
-  launch --model timesnet --nonautoregressive --model_id Weather --data custom --root_path "$DATA_ROOT/weather/" --data_path weather.csv \
+  launch --model timesnet --nonautoregressive --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/" \
   --output_token_len "$pred_len" \
   --seq_len 96 --e_layers 2 --d_model 32 --d_ff 32 \
   --top_k 5 --num_kernels 6 --dropout 0.1 --use_norm \

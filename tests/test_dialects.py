@@ -1,0 +1,140 @@
+"""Time-Series-Library and OpenLTM scripts run unchanged: written as their scripts write them, they train the
+configuration our own flags describe (one identity), and what cannot be honoured is one clear line."""
+import os
+import shlex
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import run
+from exp import dialects
+from exp.flags import parse_args, validate
+from exp.identity import run_config
+from tests.conftest import REPO
+from utils.errors import ConfigError
+
+# TSLib's long-term-forecasting scripts (scripts/long_term_forecast/Weather_script/*.sh there), shrunk to a
+# tiny file: the flags are theirs, in their order; only the sizes are smaller
+TSLIB_SCRIPTS = {
+    "DLinear": "--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv "
+               "--model_id weather_24_8 --model DLinear --data custom --features M --seq_len 24 --label_len 12 "
+               "--pred_len 8 --e_layers 2 --d_layers 1 --factor 3 --enc_in 3 --dec_in 3 --c_out 3 --des 'Exp' "
+               "--itr 1 --train_epochs 1",
+    "PatchTST": "--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv "
+                "--model_id weather_24_8 --model PatchTST --data custom --features M --seq_len 24 --label_len 12 "
+                "--pred_len 8 --e_layers 2 --d_layers 1 --factor 3 --enc_in 3 --dec_in 3 --c_out 3 --des 'Exp' "
+                "--d_model 16 --d_ff 32 --n_heads 2 --itr 1 --train_epochs 1",
+    "iTransformer": "--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv "
+                    "--model_id weather_24_8 --model iTransformer --data custom --features M --seq_len 24 "
+                    "--label_len 12 --pred_len 8 --e_layers 3 --enc_in 3 --dec_in 3 --c_out 3 --des 'Exp' "
+                    "--d_model 16 --d_ff 16 --itr 1 --train_epochs 1",
+    "TimesNet": "--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv "
+                "--model_id weather_24_8 --model TimesNet --data custom --features M --seq_len 24 --label_len 12 "
+                "--pred_len 8 --e_layers 2 --d_layers 1 --factor 3 --enc_in 3 --dec_in 3 --c_out 3 --d_model 8 "
+                "--d_ff 8 --top_k 2 --num_kernels 2 --des 'Exp' --itr 1 --train_epochs 1",
+    "TimeMixer": "--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv "
+                 "--model_id weather_24_8 --model TimeMixer --data custom --features M --seq_len 24 --label_len 12 "
+                 "--pred_len 8 --e_layers 2 --d_layers 1 --factor 3 --enc_in 3 --dec_in 3 --c_out 3 --des 'Exp' "
+                 "--itr 1 --d_model 16 --d_ff 32 --batch_size 16 --learning_rate 0.01 --train_epochs 1 --patience 10 "
+                 "--down_sampling_layers 2 --down_sampling_method avg --down_sampling_window 2",
+}
+# The same runs in our flags: TSLib's defaults for what its scripts leave out are written out here
+TRAINING = "--learning_rate 0.0001 --batch_size 32 --train_epochs 1 --patience 3 --lradj type1 --seed 2021"
+NATIVE = {
+    "DLinear": f"--model dlinear --nonautoregressive --model_id weather_24_8 --data Weather --root_path {{root}} "
+               f"--seq_len 24 --output_token_len 8 --moving_avg 25 --use_norm --des Exp {TRAINING}",
+    "PatchTST": f"--model patchtst --nonautoregressive --model_id weather_24_8 --data Weather --root_path {{root}} "
+                f"--seq_len 24 --output_token_len 8 --e_layers 2 --d_model 16 --d_ff 32 --n_heads 2 --dropout 0.1 "
+                f"--head_dropout 0.1 --activation gelu --patch_len 16 --stride 8 --use_norm --des Exp {TRAINING}",
+    "iTransformer": f"--model itransformer --nonautoregressive --model_id weather_24_8 --data Weather "
+                    f"--root_path {{root}} --seq_len 24 --output_token_len 8 --e_layers 3 --d_model 16 --d_ff 16 "
+                    f"--n_heads 8 --dropout 0.1 --activation gelu --use_norm --freq h --des Exp {TRAINING}",
+    "TimesNet": f"--model timesnet --nonautoregressive --model_id weather_24_8 --data Weather --root_path {{root}} "
+                f"--seq_len 24 --output_token_len 8 --e_layers 2 --d_model 8 --d_ff 8 --top_k 2 --num_kernels 2 "
+                f"--dropout 0.1 --use_norm --freq h --des Exp {TRAINING}",
+    "TimeMixer": "--model timemixer --nonautoregressive --model_id weather_24_8 --data Weather --root_path {root} "
+                 "--seq_len 24 --output_token_len 8 --e_layers 2 --d_model 16 --d_ff 32 --down_sampling_layers 2 "
+                 "--down_sampling_window 2 --moving_avg 25 --dropout 0.1 --use_norm --freq h --des Exp "
+                 "--learning_rate 0.01 --batch_size 16 --train_epochs 1 --patience 10 --lradj type1 --seed 2021",
+}
+
+
+@pytest.fixture(scope="module")
+def weather(tmp_path_factory):
+    """A 3-channel weather.csv every 10 minutes, 400 rows."""
+    root = tmp_path_factory.mktemp("weather")
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    frame = pd.DataFrame({"p": np.sin(t / 9) + rng.normal(0, .1, 400), "T": np.cos(t / 14) + rng.normal(0, .1, 400),
+                          "OT": np.sin(t / 6) + rng.normal(0, .1, 400)})
+    frame.insert(0, "date", pd.date_range("2020-01-01", periods=400, freq="10min"))
+    frame.to_csv(root / "weather.csv", index=False)
+    return root
+
+
+def _argv(line: str, root, *extra) -> list:
+    return shlex.split(line.format(root=root)) + ["--device", "cpu", *extra]
+
+
+def _config(argv: list) -> dict:
+    args = parse_args(argv)
+    validate(args)
+    return run_config(args, "weather.csv", "fingerprint", world_size=1)
+
+
+@pytest.mark.parametrize("model", sorted(TSLIB_SCRIPTS))
+def test_a_tslib_script_is_the_run_our_flags_describe(weather, model):
+    assert _config(_argv(TSLIB_SCRIPTS[model], weather)) == _config(_argv(NATIVE[model], weather))
+
+
+@pytest.mark.parametrize("model", sorted(TSLIB_SCRIPTS))
+def test_a_tslib_script_trains_and_our_flags_test_its_checkpoint(weather, tmp_path, model, capfd):
+    outputs = ["--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
+    trained = run.main(_argv(TSLIB_SCRIPTS[model], weather, *outputs))[0]["metrics"]
+    assert "--label_len 12: ignored: no model here reads decoder start tokens" in capfd.readouterr().err
+    tested = run.main(_argv(NATIVE[model], weather, *outputs, "--is_training", "0"))[0]["metrics"]
+    assert tested["setting"] == trained["setting"] and tested["mse"] == trained["mse"]
+
+
+def test_features_s_and_ms_read_the_target_alone_or_all_channels_into_it(weather):
+    tslib = _argv(TSLIB_SCRIPTS["DLinear"], weather)
+    single = tslib[:tslib.index("--enc_in")] + tslib[tslib.index("--des"):]
+    assert _config([*single, "--features", "S"]) == _config([*single, "--target_only"])
+    assert _config([*tslib, "--features", "MS", "--model", "iTransformer"]) == \
+        _config([*tslib, "--covariate", "--model", "iTransformer"])
+    with pytest.raises(ConfigError, match="--enc_in 3, but the model sees 1 channel"):
+        run.main([*tslib, "--features", "S"])
+
+
+def test_an_openltm_script_is_the_run_our_flags_describe(weather):
+    openltm = ("--task_name forecast --is_training 1 --model_id weather --model timer_xl --data custom "
+               "--root_path {root} --data_path weather.csv --seq_len 48 --input_token_len 16 --output_token_len 16 "
+               "--test_seq_len 48 --test_pred_len 16 --e_layers 1 --d_model 16 --d_ff 32 --batch_size 16 "
+               "--learning_rate 0.0005 --train_epochs 4 --gpu 0 --cosine --tmax 4 --use_norm --num_workers 4")
+    ours = ("--model timer_xl --model_id weather --data Weather --root_path {root} --seq_len 48 --input_token_len 16 "
+            "--output_token_len 16 --test_pred_len 16 --e_layers 1 --d_model 16 --d_ff 32 --n_heads 8 --dropout 0.1 "
+            "--activation relu --batch_size 16 --learning_rate 0.0005 --train_epochs 4 --lradj cosine --use_norm "
+            "--des test")
+    assert _config(_argv(openltm, weather)) == _config(_argv(ours, weather))
+    with pytest.raises(ConfigError, match="--tmax 10 must equal --train_epochs"):
+        _config(_argv(openltm.replace("--tmax 4", "--tmax 10"), weather))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--use_multi_gpu", "--devices", "0,1"], "--use_multi_gpu: DataParallel is not offered: launch torchrun"),
+    (["--gpu", "2"], "--gpu 2: each process uses cuda:LOCAL_RANK; run with CUDA_VISIBLE_DEVICES=2"),
+    (["--inverse"], "--inverse: metrics are on the scaled data here"),
+    (["--embed", "fixed"], "--embed fixed: only timeF time features are built here"),
+    (["--jitter"], "unrecognized arguments: --jitter"),
+    (["--output_token_len", "8"], "--pred_len and --output_token_len both given"),
+    (["--task_name", "imputation"], "--task_name imputation: the forecasting tasks are long_term_forecast"),
+])
+def test_what_cannot_be_honoured_is_one_line_naming_the_flag(weather, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, *extra)))
+
+
+def test_the_tslib_mapping_table_is_generated_from_the_translation():
+    with open(os.path.join(REPO, "docs", "tslib.md")) as f:
+        assert f.read() == dialects.reference_markdown(), "regenerate it: python -m exp.dialects > docs/tslib.md"
