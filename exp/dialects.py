@@ -29,8 +29,11 @@ DEFAULTS = {
               "learning_rate": 1e-4, "batch_size": 32, "train_epochs": 10, "patience": 3, "lradj": "type1",
               "des": "test", "seed": 2021, "weight_decay": 0.0},
 }
-# flags whose omitted value is another's in the dialect (TSLib's PatchTST head drops out at --dropout)
-DERIVED = {TSLIB: {"head_dropout": "dropout"}, OPENLTM: {}}
+# What TSLib's implementation of a model fixes whatever its flags say (models/<Name>.py there): DLinear never
+# normalises, PatchTST, iTransformer and TimesNet always do (TimeMixer reads --use_norm), and PatchTST's head
+# drops out at --dropout. A flag name as value: that flag's value.
+TSLIB_FIXED = {"dlinear": {"use_norm": False}, "patchtst": {"use_norm": True, "head_dropout": "--dropout"},
+               "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True}}
 CHANNEL_FLAGS = ("enc_in", "dec_in", "c_out", "n_vars")
 
 
@@ -230,15 +233,18 @@ def translate(argv: list, option_dests: dict) -> Translation:
 
 
 def complete(args, t: Translation) -> None:
-    """The dialect's derived defaults (for the models that have the flag), and the foreign flags that must
-    agree with ours."""
-    try:
-        declared = {f.name for f in models.hyperparameter_fields(models.model_class(args.model))}
-    except (KeyError, models.ModelFileError):
-        declared = set()  # validate() reports it
-    for dest, source in DERIVED.get(t.dialect, {}).items():
-        if dest in declared and dest not in t.given and dest not in t.mapped:
-            setattr(args, dest, getattr(args, source))
+    """What TSLib's code of the chosen model fixes, and the foreign flags that must agree with ours."""
+    if t.dialect == TSLIB:
+        try:
+            fixed = TSLIB_FIXED.get(models.resolve(args.model), {})
+        except KeyError:
+            fixed = {}  # validate() reports the unknown model
+        for dest, value in fixed.items():
+            value = getattr(args, value[2:]) if isinstance(value, str) and value.startswith("--") else value
+            if dest in t.mapped and getattr(args, dest) != value:
+                t.notes.append(f"{t.mapped[dest]}: ignored, as by TSLib's {args.model} ({dest} is {value} there)")
+            if dest not in t.given:
+                setattr(args, dest, value)
     for dest, (flag, value) in t.equal.items():
         if getattr(args, dest) != value:
             raise ConfigError(f"{flag} {value} must equal --{dest} ({getattr(args, dest)}) here")
@@ -267,6 +273,11 @@ def reference_markdown() -> str:
              "| `--task_name forecast` | OpenLTM | OpenLTM's defaults (autoregressive unless `--nonautoregressive`) |"]
     for f in FOREIGN:
         lines.append(f"| `{f.flag}` | {', '.join(f.dialects)} | {f.here} |")
+    lines += ["", "## What TSLib's code of a model fixes", "",
+              "Whatever the script says (as TSLib's own model files do); our flags given explicitly still win.", "",
+              "| model | fixed |", "|---|---|"]
+    for model, fixed in TSLIB_FIXED.items():
+        lines.append(f"| `{model}` | " + ", ".join(f"`{k}` = {v}" for k, v in fixed.items()) + " |")
     lines += ["", "## Defaults of a script's omitted flags", "", "| flag | TSLib | OpenLTM |", "|---|---|---|"]
     for name in sorted({*DEFAULTS[TSLIB], *DEFAULTS[OPENLTM]}):
         cells = [f"`{DEFAULTS[d][name]}`" if name in DEFAULTS[d] else "ours" for d in (TSLIB, OPENLTM)]

@@ -43,7 +43,7 @@ TSLIB_SCRIPTS = {
 TRAINING = "--learning_rate 0.0001 --batch_size 32 --train_epochs 1 --patience 3 --lradj type1 --seed 2021"
 NATIVE = {
     "DLinear": f"--model dlinear --nonautoregressive --model_id weather_24_8 --data Weather --root_path {{root}} "
-               f"--seq_len 24 --output_token_len 8 --moving_avg 25 --use_norm --des Exp {TRAINING}",
+               f"--seq_len 24 --output_token_len 8 --moving_avg 25 --des Exp {TRAINING}",
     "PatchTST": f"--model patchtst --nonautoregressive --model_id weather_24_8 --data Weather --root_path {{root}} "
                 f"--seq_len 24 --output_token_len 8 --e_layers 2 --d_model 16 --d_ff 32 --n_heads 2 --dropout 0.1 "
                 f"--head_dropout 0.1 --activation gelu --patch_len 16 --stride 8 --use_norm --des Exp {TRAINING}",
@@ -95,6 +95,15 @@ def test_a_tslib_script_trains_and_our_flags_test_its_checkpoint(weather, tmp_pa
     assert "--label_len 12: ignored: no model here reads decoder start tokens" in capfd.readouterr().err
     tested = run.main(_argv(NATIVE[model], weather, *outputs, "--is_training", "0"))[0]["metrics"]
     assert tested["setting"] == trained["setting"] and tested["mse"] == trained["mse"]
+
+
+def test_what_tslibs_code_of_a_model_fixes_wins_over_its_flags(weather):
+    dlinear = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--use_norm", "1"))
+    assert dlinear.use_norm is False and "--use_norm: ignored, as by TSLib's DLinear" in " ".join(dlinear.dialect_notes)
+    patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3"))
+    assert patchtst.use_norm is True and patchtst.head_dropout == 0.3
+    timemixer = parse_args(_argv(TSLIB_SCRIPTS["TimeMixer"], weather, "--use_norm", "0"))
+    assert timemixer.use_norm is False, "TSLib's TimeMixer reads --use_norm"
 
 
 def test_features_s_and_ms_read_the_target_alone_or_all_channels_into_it(weather):
