@@ -88,6 +88,7 @@ def test_a_tslib_script_is_the_run_our_flags_describe(weather, model):
     assert _config(_argv(TSLIB_SCRIPTS[model], weather)) == _config(_argv(NATIVE[model], weather))
 
 
+@pytest.mark.slow  # five trainings
 @pytest.mark.parametrize("model", sorted(TSLIB_SCRIPTS))
 def test_a_tslib_script_trains_and_our_flags_test_its_checkpoint(weather, tmp_path, model, capfd):
     outputs = ["--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
