@@ -94,7 +94,7 @@ def feature_set(freq: str) -> str:
 
 def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None = None) -> np.ndarray:
     """Calendar features in [-0.5, 0.5] (TSLib's timeenc=1): TSLib's set for --freq, else hour, day of week,
-    month and year, with minute first for sub-hourly data. Zeros for data without dates."""
+    day of month and day of year, with minute first for sub-hourly data. Zeros for data without dates."""
     if dates is None:
         return np.zeros((length, 1))
     if freq is None:
@@ -143,11 +143,15 @@ def split_bounds(rows: dict, seq_len: int, lookback: bool = True) -> dict:
             for split, (begin, end) in rows.items()}
 
 
-def fill_missing(values: np.ndarray, rows: dict) -> np.ndarray:
+def fill_missing(values: np.ndarray, rows: dict, columns: list, path: str) -> np.ndarray:
     """Forward- then back-fill NaNs inside each split (TSLib's PEMS), so no split's values leak into another."""
     filled = values.copy()
-    for begin, end in rows.values():
+    for split, (begin, end) in rows.items():
         filled[begin:end] = pd.DataFrame(values[begin:end]).ffill().bfill().to_numpy()
+        empty = np.isnan(filled[begin:end]).all(axis=0)
+        if empty.any():
+            raise ConfigError(f"{path}: channel {columns[int(np.argmax(empty))]!r} has no values in the {split} "
+                              "split, nothing to fill its gaps from")
     return filled
 
 
@@ -167,12 +171,12 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
     _check_step(table, entry, path)
     rows = split_rows(entry, len(table.values), path)
     (train_begin, train_end) = rows["train"]
+    if train_end - train_begin < 2:
+        raise ConfigError(f"{path}: {len(table.values)} rows leave {train_end - train_begin} to train on")
     scaler = StandardScale.fit(table.values[train_begin:train_end], skip_missing=entry.fill_missing)
-    if not np.isfinite(scaler.mean).all():
-        raise ConfigError(f"{path}: a channel has no values in the training rows")
     values = scaler.transform(table.values)
     if entry.fill_missing:
-        values = fill_missing(values, rows)
+        values = fill_missing(values, rows, table.columns, path)
     series = _row_major(values, device)
     marks = _row_major(time_features(table.dates, len(values), args.freq), device) if uses_marks else None
 

@@ -99,7 +99,7 @@ def read_dated_csv(source, target: str | None) -> Table:
     return dated_frame(_read_csv(source), target, _where(source))
 
 
-def read_npy(path: str, target: str | None = None) -> Table:
+def read_npy(path: str) -> Table:
     """A (T,) or (T, C) numeric array; the last channel is the target."""
     try:
         arr = np.load(path, allow_pickle=False)
@@ -108,8 +108,16 @@ def read_npy(path: str, target: str | None = None) -> Table:
     return _array_table(arr, path)
 
 
-def read_csv_or_npy(source, target: str | None) -> Table:
-    return read_npy(source) if isinstance(source, str) and source.endswith(".npy") else read_dated_csv(source, target)
+def read_by_extension(source, target: str | None) -> Table:
+    """.npy, .npz (PEMS layout), .txt (headerless numbers), anything else a CSV with a date column first."""
+    suffix = os.path.splitext(source)[1] if isinstance(source, str) else ""
+    if suffix == ".npy":
+        return read_npy(source)
+    if suffix == ".npz":
+        return read_npz_first_feature(source)
+    if suffix == ".txt":
+        return read_headerless(source)
+    return read_dated_csv(source, target)
 
 
 def read_headerless(source, target: str | None = None) -> Table:
@@ -125,13 +133,16 @@ def read_headerless(source, target: str | None = None) -> Table:
 def read_npz_first_feature(path: str, target: str | None = None) -> Table:
     """An .npz whose `data` array is (time, node, feature): the first feature of every node (PEMS traffic flow)."""
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "data" not in archive.files:
-                raise ConfigError(f"{path}: no 'data' array in the .npz (found {archive.files})")
-            arr = archive["data"]
+        archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read as an .npz archive ({e})") from None
-    if arr.ndim != 3:
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ConfigError(f"{path}: a single array, not an .npz archive with a 'data' array")
+    with archive:
+        if "data" not in archive.files:
+            raise ConfigError(f"{path}: no 'data' array in the .npz (found {archive.files})")
+        arr = archive["data"]
+    if arr.ndim != 3 or arr.shape[2] == 0:
         raise ConfigError(f"{path}: expected 'data' of shape (time, node, feature), got {arr.shape}")
     return _array_table(arr[:, :, 0], path)
 

@@ -7,11 +7,13 @@ once in the log, and flags we cannot honour are refused with one line. What come
 command line the script means: a run's identity is the same whichever way it is written. docs/tslib.md
 is generated from the table below (`python -m exp.dialects > docs/tslib.md`).
 """
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import models
+from data_provider import datasets
 from utils.errors import ConfigError
 
 TSLIB, OPENLTM = "TSLib", "OpenLTM"
@@ -30,11 +32,13 @@ DEFAULTS = {
               "des": "test", "seed": 2021, "weight_decay": 0.0},
 }
 # What TSLib's implementation of a model fixes whatever its flags say (models/<Name>.py there): DLinear never
-# normalises, PatchTST, iTransformer and TimesNet always do (TimeMixer reads --use_norm), and PatchTST's head
-# drops out at --dropout. A flag name as value: that flag's value.
-TSLIB_FIXED = {"dlinear": {"use_norm": False}, "patchtst": {"use_norm": True, "head_dropout": "--dropout"},
+# normalises, PatchTST, iTransformer and TimesNet always do (TimeMixer reads --use_norm), PatchTST's patches are
+# 16 points 8 apart and its head drops out at --dropout (after its linear layer there, before it here). A flag
+# name as value: that flag's value.
+TSLIB_FIXED = {"dlinear": {"use_norm": False},
+               "patchtst": {"use_norm": True, "head_dropout": "--dropout", "patch_len": 16, "stride": 8},
                "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True}}
-CHANNEL_FLAGS = ("enc_in", "dec_in", "c_out", "n_vars")
+CHANNEL_FLAGS = ("enc_in", "dec_in", "c_out")
 
 
 @dataclass
@@ -47,6 +51,9 @@ class Translation:
     channels: dict = field(default_factory=dict)   # --enc_in/--dec_in/--c_out/--n_vars: checked against the data
     equal: dict = field(default_factory=dict)      # our flag -> (foreign flag, value) it must equal
     given: set = field(default_factory=set)        # our flags given explicitly
+    openltm_data: str | None = None                # OpenLTM's --data, resolved with --data_path after parsing
+    cosine: bool = False                           # OpenLTM's --cosine: it overrides --lradj
+    tmax: int = 10                                 # OpenLTM's cosine period in epochs
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,9 @@ class Foreign:
     switch: bool = False                           # takes no value
 
 
-def _sets(dest: str, convert=lambda v: v):
+def _sets(dest: str, convert=lambda flag, value: value):
     def apply(flag, value, t):
-        t.defaults[dest], t.mapped[dest] = convert(value), flag
+        t.defaults[dest], t.mapped[dest] = convert(flag, value), flag
     return apply
 
 
@@ -93,7 +100,7 @@ def _features(flag, value, t):
     if value not in ("M", "S", "MS"):
         raise ConfigError(f"{flag} {value}: one of M (all channels), S (the target alone), MS (all -> the target)")
     if value != "M":
-        _sets("covariate" if value == "MS" else "target_only", lambda v: True)(flag, value, t)
+        _sets("covariate" if value == "MS" else "target_only", lambda f, v: True)(flag, value, t)
 
 
 def _channels(flag, value, t):
@@ -102,7 +109,7 @@ def _channels(flag, value, t):
 
 def _use_gpu(flag, value, t):
     if flag == "--no_use_gpu" or str(value).lower() in ("false", "0"):
-        _sets("device", lambda v: "cpu")(flag, value, t)
+        _sets("device", lambda f, v: "cpu")(flag, value, t)
     else:
         _note("the GPU is used when there is one (--device auto)")(flag, value, t)
 
@@ -111,6 +118,27 @@ def _gpu(flag, value, t):
     if _int(flag, value) != 0:
         raise ConfigError(f"{flag} {value}: each process uses cuda:LOCAL_RANK; run with CUDA_VISIBLE_DEVICES={value}")
     _note("each process uses cuda:LOCAL_RANK; CUDA_VISIBLE_DEVICES chooses the GPUs")(flag, value, t)
+
+
+_OPENLTM_DATA = {"MultivariateDatasetBenchmark": False, "UnivariateDatasetBenchmark": True}
+_ETT = ("ETTh1", "ETTh2", "ETTm1", "ETTm2")
+
+
+def _openltm_data(flag, value, t):
+    """OpenLTM's benchmark loaders pick ETT's borders by file name and split every other file 70/10/20."""
+    if value in _OPENLTM_DATA:
+        t.openltm_data = value
+    else:  # one of our names
+        t.argv += [flag, value]
+        t.given.add("data")
+
+
+def _cosine(flag, value, t):
+    t.defaults["lradj"], t.cosine = "cosine", True
+
+
+def _tmax(flag, value, t):
+    t.tmax = _int(flag, value)
 
 
 def _equal(dest: str):
@@ -122,18 +150,24 @@ def _equal(dest: str):
 _BOTH = (TSLIB, OPENLTM)
 _DDP = "DataParallel is not offered: launch torchrun --nproc_per_node=N run.py --ddp (docs/distributed.md)"
 FOREIGN = [
-    Foreign("--pred_len", (TSLIB,), "`--output_token_len`, tested at the same horizon", _sets("output_token_len", int)),
+    Foreign("--pred_len", (TSLIB,), "`--output_token_len`, tested at the same horizon",
+            _sets("output_token_len", _int)),
+    Foreign("--seed", (TSLIB,), "noted and ignored: TSLib's run.py seeds 2021 whatever `--seed` says",
+            _note("ignored: TSLib's run.py seeds every run with 2021 (its --seed only drives augmentation)")),
     Foreign("--label_len", (TSLIB,), "noted and ignored: no model here reads decoder start tokens",
             _note("ignored: no model here reads decoder start tokens (label_len)")),
-    Foreign("--features", (TSLIB,), "`M`: all channels; `MS`: `--covariate`; `S`: `--target_only`", _features),
-    *(Foreign(f"--{name}", (TSLIB,) if name != "n_vars" else (OPENLTM,),
-              "checked against the data's channels (the data sets them)", _channels) for name in CHANNEL_FLAGS),
+    Foreign("--features", (TSLIB,), "`M`: all channels; `MS`: `--covariate`; `S`: `--target_only` (all channels for files "
+            "without column names, Solar and PEMS, as TSLib's loaders do)", _features),
+    *(Foreign(f"--{name}", (TSLIB,), "checked against the data's channels (the data sets them)", _channels)
+      for name in CHANNEL_FLAGS),
     Foreign("--embed", (TSLIB,), "`timeF` only (the time features TSLib's timeenc=1 builds)",
             _only(("timeF",), "the time features are TSLib's timeF", "only timeF time features are built here")),
-    Foreign("--factor", _BOTH, "noted and ignored: attention here is full attention",
+    Foreign("--factor", (TSLIB,), "noted and ignored: attention here is full attention",
             _note("ignored: attention here is full attention (no ProbSparse/AutoCorrelation factor)")),
+    Foreign("--factor", (OPENLTM,), "noted and ignored: read by OpenLTM's TTM only",
+            _note("ignored: read by OpenLTM's TTM only")),
     Foreign("--use_norm", (TSLIB,), "`--use_norm` when 1 (TSLib's default), off when 0",
-            _sets("use_norm", lambda v: v != "0")),
+            _sets("use_norm", lambda f, v: _int(f, v) != 0)),
     Foreign("--use_gpu", (TSLIB,), "the GPU is used when present; `False`: `--device cpu`", _use_gpu),
     Foreign("--no_use_gpu", (TSLIB,), "`--device cpu`", _use_gpu, switch=True),
     Foreign("--gpu", _BOTH, "0: noted; other ids: refused, choose GPUs with `CUDA_VISIBLE_DEVICES`", _gpu),
@@ -158,11 +192,20 @@ FOREIGN = [
             _refuse("metrics are on the scaled data here, as in the papers' tables"), switch=True),
     Foreign("--use_dtw", (TSLIB,), "refused: add DTW as a metric file (docs/extending.md)",
             _refuse("DTW is not a metric here; add one in utils/metrics/ (docs/extending.md)"), switch=True),
-    Foreign("--test_seq_len", (OPENLTM,), "must equal `--seq_len` (tests use the training lookback)",
-            _equal("seq_len")),
-    Foreign("--cosine", (OPENLTM,), "`--lradj cosine` (per epoch over `--train_epochs`; OpenLTM's eta_min 1e-8 is 0)",
-            _sets("lradj", lambda v: "cosine"), switch=True),
-    Foreign("--tmax", (OPENLTM,), "must equal `--train_epochs` (the cosine's period)", _equal("train_epochs")),
+    Foreign("--data", (OPENLTM,), "`MultivariateDatasetBenchmark`: ETT files (by name) with their 12/4/4 months, "
+            "any other file 70/10/20 with lookback (`--data custom`); `UnivariateDatasetBenchmark`: the same with "
+            "`--univariate`", _openltm_data),
+    Foreign("--test_seq_len", (OPENLTM,), "must equal `--seq_len` (tests use the training lookback); omitted: "
+            "OpenLTM's 672", _equal("seq_len")),
+    Foreign("--test_dir", (OPENLTM,), "noted and ignored: `--is_training 0` tests the run the flags describe",
+            _note("ignored: OpenLTM's setting name; --is_training 0 tests the run these flags describe")),
+    Foreign("--subset_rand_ratio", (OPENLTM,), "1 only: OpenLTM trains on the first fraction of the windows, "
+            "ours on a seeded random fraction", _only(("1", "1.0"), "all training windows",
+                                                      "OpenLTM trains on the first fraction of the windows, this "
+                                                      "framework on a seeded random fraction: use our flags")),
+    Foreign("--cosine", (OPENLTM,), "`--lradj cosine` over `--tmax` epochs (which must be `--train_epochs`); "
+            "it overrides `--lradj`, as in OpenLTM", _cosine, switch=True),
+    Foreign("--tmax", (OPENLTM,), "with `--cosine`: must equal `--train_epochs` (omitted: OpenLTM's 10)", _tmax),
     Foreign("--test_flag", (OPENLTM,), "`T` only: the test split of `--data`",
             _only(("T",), "the test split of --data is used", "testing on another dataset is not offered")),
     Foreign("--load_time_stamp", (OPENLTM,), "`none` only",
@@ -171,13 +214,8 @@ FOREIGN = [
             switch=True),
     Foreign("--flash_attention", (OPENLTM,), "noted and ignored: torch chooses the attention kernel",
             _note("ignored: torch's scaled_dot_product_attention chooses the kernel"), switch=True),
-    Foreign("--AP_levels", (OPENLTM,), "`--ap_levels`", _sets("ap_levels", int)),
-    Foreign("--d_mode", (OPENLTM,), "`--decoder_mode`", _sets("decoder_mode")),
-    Foreign("--d_d_model", (OPENLTM,), "`--decoder_d_model`", _sets("decoder_d_model", int)),
-    Foreign("--use_decoder", (OPENLTM,), "noted: TTM here always has its decoder",
-            _note("TTM here always has its decoder"), switch=True),
 ]
-_BY_FLAG = {f.flag: f for f in FOREIGN}
+_BY_FLAG = {(f.flag, dialect): f for f in FOREIGN for dialect in f.dialects}
 _BOOLEAN_VALUES = ("true", "false", "1", "0")
 
 
@@ -206,22 +244,24 @@ def translate(argv: list, option_dests: dict) -> Translation:
     while i < len(argv):
         token = argv[i]
         name, eq, inline = token.partition("=")
-        foreign = _BY_FLAG.get(name)
+        foreign = _BY_FLAG.get((name, t.dialect))
         if name == "--task_name":
             i += 1 if eq else 2
             continue
-        if foreign is None or t.dialect not in foreign.dialects:
+        if foreign is None:
             if name in option_dests:
                 t.given.add(option_dests[name])
             t.argv.append(token)
             i += 1
             continue
-        if foreign.switch or (name == "--use_gpu" and not eq and
-                              (i + 1 >= len(argv) or argv[i + 1].lower() not in _BOOLEAN_VALUES)):
-            value, i = (inline or None), i + 1
+        optional = name == "--use_gpu" and (i + 1 >= len(argv) or argv[i + 1].lower() not in _BOOLEAN_VALUES)
+        if foreign.switch or (optional and not eq):
+            if eq:
+                raise ConfigError(f"{name} takes no value, got {inline!r}")
+            value, i = None, i + 1
         elif eq:
             value, i = inline, i + 1
-        elif i + 1 < len(argv):
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             value, i = argv[i + 1], i + 2
         else:
             raise ConfigError(f"{name}: expected a value")
@@ -233,21 +273,45 @@ def translate(argv: list, option_dests: dict) -> Translation:
 
 
 def complete(args, t: Translation) -> None:
-    """What TSLib's code of the chosen model fixes, and the foreign flags that must agree with ours."""
+    """What the dialect decides once every flag is known: TSLib's fixed choices for the chosen model and data,
+    OpenLTM's data and cosine schedule, and the foreign flags that must agree with ours."""
     if t.dialect == TSLIB:
-        try:
-            fixed = TSLIB_FIXED.get(models.resolve(args.model), {})
-        except KeyError:
-            fixed = {}  # validate() reports the unknown model
-        for dest, value in fixed.items():
-            value = getattr(args, value[2:]) if isinstance(value, str) and value.startswith("--") else value
-            if dest in t.mapped and getattr(args, dest) != value:
-                t.notes.append(f"{t.mapped[dest]}: ignored, as by TSLib's {args.model} ({dest} is {value} there)")
-            if dest not in t.given:
-                setattr(args, dest, value)
+        _tslib_fixed(args, t)
+    if t.dialect == OPENLTM and args.model.lower() == "ttm":
+        raise ConfigError("--model ttm: OpenLTM's TTM (its patch stride, backbone mode and decoder width) is not "
+                          "translated; run ttm with our flags (python run.py --help)")
+    if t.openltm_data is not None:
+        args.data_path = args.data_path or "ETTh1.csv"  # OpenLTM's default file
+        stem = os.path.splitext(os.path.basename(args.data_path))[0]
+        args.data = stem if stem in _ETT else "custom"
+        args.univariate = args.univariate or _OPENLTM_DATA[t.openltm_data]
+    if t.cosine:
+        if args.lradj != "cosine":
+            t.notes.append(f"--lradj {args.lradj}: overridden by --cosine, as in OpenLTM")
+            args.lradj = "cosine"
+        t.equal["train_epochs"] = ("--tmax", t.tmax)
+    if t.dialect == OPENLTM:
+        t.equal.setdefault("seq_len", ("--test_seq_len (OpenLTM's default)", 672))
     for dest, (flag, value) in t.equal.items():
         if getattr(args, dest) != value:
             raise ConfigError(f"{flag} {value} must equal --{dest} ({getattr(args, dest)}) here")
+
+
+def _tslib_fixed(args, t: Translation) -> None:
+    try:
+        fixed = dict(TSLIB_FIXED.get(models.resolve(args.model), {}))
+        named_columns = datasets.resolve(args.data, args.data_path).target is not None
+    except KeyError:
+        return  # validate() reports the unknown model or data
+    if not named_columns and "target_only" in t.mapped:
+        fixed["target_only"] = False  # TSLib's Solar and PEMS loaders read every channel whatever --features says
+    for dest, value in fixed.items():
+        value = getattr(args, value[2:]) if isinstance(value, str) and value.startswith("--") else value
+        if dest in t.mapped and getattr(args, dest) != value:
+            t.notes.append(f"{t.mapped[dest]}: ignored, as by TSLib ({dest} is {value} there for {args.model} "
+                           f"on {args.data})")
+        if dest not in t.given:
+            setattr(args, dest, value)
 
 
 def check_channels(declared: dict, n_channels: int, covariate: bool, file: str) -> None:

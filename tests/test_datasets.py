@@ -34,7 +34,7 @@ def _windows(bundle) -> dict:
 
 def _tslib_lengths(borders1, borders2) -> dict:
     """len() of a TSLib dataset per split: its rows minus one window, plus one."""
-    return {split: b2 - b1 - SEQ - PRED + 1 for split, b1, b2 in zip(datasets.SPLITS, borders1, borders2)}
+    return {split: b2 - b1 - SEQ - PRED + 1 for split, b1, b2 in zip(("train", "val", "test"), borders1, borders2)}
 
 
 def _dated_csv(path, n, step, columns=("a", "b", "OT"), seed=0):
@@ -127,3 +127,29 @@ def test_generic_formats_name_runs_after_their_file(tmp_path):
     assert _load(_args(tmp_path, "--data", "pems", "--data_path", "district.npz")).name == "district"
     with pytest.raises(ConfigError, match="--data PEMS reads any file of its format: name it with --data_path"):
         _load(_args(tmp_path, "--data", "PEMS"))
+
+
+def test_bad_files_of_the_array_formats_are_one_clear_error(tmp_path):
+    np.save(tmp_path / "flow.npy", np.ones((300, 2)))
+    with pytest.raises(ConfigError, match="a single array, not an .npz archive"):
+        _load(_args(tmp_path, "--data", "PEMS", "--data_path", "flow.npy"))
+    flow = np.random.default_rng(4).random((300, 2, 1))
+    flow[240:, 1, 0] = np.nan  # the whole test block of one sensor
+    np.savez(tmp_path / "gap.npz", data=flow)
+    with pytest.raises(ConfigError, match="channel 'ch1' has no values in the test split"):
+        _load(_args(tmp_path, "--data", "PEMS", "--data_path", "gap.npz"))
+    with pytest.raises(ValueError, match="freq 'h' is not a fixed step"):
+        datasets.Dataset("x", "x.csv", None, datasets.ratio_split(0.7, 0.2), freq="h")
+
+
+def test_time_features_and_the_channels_read_are_part_of_a_runs_identity(tmp_path):
+    _dated_csv(tmp_path / "weather.csv", 300, "10min")
+
+    def config(*flags):
+        return run_config(_args(tmp_path, "--data", "Weather", *flags), "weather.csv", "f", 1)
+
+    assert config("--freq", "h") == config(), "DLinear reads no time features"
+    timesnet = ("--model", "timesnet")
+    assert config(*timesnet, "--freq", "h")["data"]["time_features"] == "hour"
+    assert config(*timesnet, "--freq", "h") != config(*timesnet)
+    assert config("--target_only") != config()

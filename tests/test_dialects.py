@@ -1,6 +1,7 @@
 """Time-Series-Library and OpenLTM scripts run unchanged: written as their scripts write them, they train the
 configuration our own flags describe (one identity), and what cannot be honoured is one clear line."""
 import os
+import re
 import shlex
 
 import numpy as np
@@ -100,14 +101,17 @@ def test_a_tslib_script_trains_and_our_flags_test_its_checkpoint(weather, tmp_pa
 
 def test_what_tslibs_code_of_a_model_fixes_wins_over_its_flags(weather):
     dlinear = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--use_norm", "1"))
-    assert dlinear.use_norm is False and "--use_norm: ignored, as by TSLib's DLinear" in " ".join(dlinear.dialect_notes)
+    assert dlinear.use_norm is False
+    assert "--use_norm: ignored, as by TSLib (use_norm is False there for DLinear" in " ".join(dlinear.dialect_notes)
     patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3"))
-    assert patchtst.use_norm is True and patchtst.head_dropout == 0.3
+    assert patchtst.use_norm is True and patchtst.head_dropout == 0.3 and (patchtst.patch_len, patchtst.stride) == (16, 8)
+    seeded = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--seed", "7"))
+    assert seeded.seed == 2021, "TSLib's run.py seeds 2021 whatever --seed says"
     timemixer = parse_args(_argv(TSLIB_SCRIPTS["TimeMixer"], weather, "--use_norm", "0"))
     assert timemixer.use_norm is False, "TSLib's TimeMixer reads --use_norm"
 
 
-def test_features_s_and_ms_read_the_target_alone_or_all_channels_into_it(weather):
+def test_features_s_and_ms_read_the_target_alone_or_all_channels_into_it(weather, tmp_path):
     tslib = _argv(TSLIB_SCRIPTS["DLinear"], weather)
     single = tslib[:tslib.index("--enc_in")] + tslib[tslib.index("--des"):]
     assert _config([*single, "--features", "S"]) == _config([*single, "--target_only"])
@@ -115,20 +119,42 @@ def test_features_s_and_ms_read_the_target_alone_or_all_channels_into_it(weather
         _config([*tslib, "--covariate", "--model", "iTransformer"])
     with pytest.raises(ConfigError, match="--enc_in 3, but the model sees 1 channel"):
         run.main([*tslib, "--features", "S"])
+    np.savetxt(tmp_path / "solar_AL.txt", np.random.default_rng(0).random((300, 3)), delimiter=",")
+    solar = parse_args([*single, "--data", "Solar", "--root_path", str(tmp_path), "--data_path", "solar_AL.txt",
+                        "--features", "S"])
+    assert not solar.target_only, "TSLib's Solar and PEMS loaders read every channel whatever --features says"
 
 
-def test_an_openltm_script_is_the_run_our_flags_describe(weather):
-    openltm = ("--task_name forecast --is_training 1 --model_id weather --model timer_xl --data custom "
-               "--root_path {root} --data_path weather.csv --seq_len 48 --input_token_len 16 --output_token_len 16 "
-               "--test_seq_len 48 --test_pred_len 16 --e_layers 1 --d_model 16 --d_ff 32 --batch_size 16 "
-               "--learning_rate 0.0005 --train_epochs 4 --gpu 0 --cosine --tmax 4 --use_norm --num_workers 4")
-    ours = ("--model timer_xl --model_id weather --data Weather --root_path {root} --seq_len 48 --input_token_len 16 "
-            "--output_token_len 16 --test_pred_len 16 --e_layers 1 --d_model 16 --d_ff 32 --n_heads 8 --dropout 0.1 "
-            "--activation relu --batch_size 16 --learning_rate 0.0005 --train_epochs 4 --lradj cosine --use_norm "
-            "--des test")
-    assert _config(_argv(openltm, weather)) == _config(_argv(ours, weather))
-    with pytest.raises(ConfigError, match="--tmax 10 must equal --train_epochs"):
-        _config(_argv(openltm.replace("--tmax 4", "--tmax 10"), weather))
+# OpenLTM's scripts/supervised/rolling_forecast/timer_xl_etth1.sh and adaptation/full_shot, shrunk: their flags
+OPENLTM = ("--task_name forecast --is_training 1 --root_path {root} --data_path weather.csv --model_id weather "
+           "--model timer_xl --data MultivariateDatasetBenchmark --seq_len 48 --input_token_len 16 "
+           "--output_token_len 16 --test_seq_len 48 --test_pred_len 16 --batch_size 16 --learning_rate 0.0005 "
+           "--train_epochs 4 --d_model 16 --d_ff 32 --gpu 0 --lradj type1 --use_norm --e_layers 1 --valid_last")
+OURS = ("--model timer_xl --model_id weather --data Weather --root_path {root} --seq_len 48 --input_token_len 16 "
+        "--output_token_len 16 --test_pred_len 16 --e_layers 1 --d_model 16 --d_ff 32 --n_heads 8 --dropout 0.1 "
+        "--activation relu --batch_size 16 --learning_rate 0.0005 --train_epochs 4 --use_norm --valid_last --des test")
+
+
+def test_an_openltm_script_is_the_run_our_flags_describe(weather, capfd):
+    assert _config(_argv(OPENLTM, weather)) == _config(_argv(OURS + " --lradj type1", weather))
+    cosine = _argv(OPENLTM + " --cosine --tmax 4 --num_workers 4", weather)
+    assert _config(cosine) == _config(_argv(OURS + " --lradj cosine", weather)), "--cosine overrides --lradj"
+    assert "--lradj type1: overridden by --cosine" in " ".join(parse_args(cosine).dialect_notes)
+    univariate = _argv(OPENLTM.replace("Multivariate", "Univariate"), weather)
+    assert _config(univariate) == _config(_argv(OURS + " --lradj type1 --univariate", weather))
+
+
+@pytest.mark.parametrize("change, message", [
+    (("--tmax 4", "--tmax 10"), "--tmax 10 must equal --train_epochs (4)"),
+    (("--test_seq_len 48 ", ""), "--test_seq_len (OpenLTM's default) 672 must equal --seq_len (48)"),
+    (("--model timer_xl", "--model ttm"), "--model ttm: OpenLTM's TTM (its patch stride, backbone mode"),
+    (("--gpu 0", "--subset_rand_ratio 0.5"), "OpenLTM trains on the first fraction of the windows"),
+    (("--gpu 0", "--dp"), "--dp: DataParallel is not offered"),
+])
+def test_what_an_openltm_script_means_differently_is_refused(weather, change, message):
+    line = (OPENLTM + " --cosine --tmax 4").replace(*change)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(parse_args(_argv(line, weather)))
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -139,6 +165,9 @@ def test_an_openltm_script_is_the_run_our_flags_describe(weather):
     (["--jitter"], "unrecognized arguments: --jitter"),
     (["--output_token_len", "8"], "--pred_len and --output_token_len both given"),
     (["--task_name", "imputation"], "--task_name imputation: the forecasting tasks are long_term_forecast"),
+    (["--pred_len", "abc"], "--pred_len: expected an integer, got 'abc'"),
+    (["--factor", "--use_amp"], "--factor: expected a value"),
+    (["--use_multi_gpu=False"], "--use_multi_gpu takes no value"),
 ])
 def test_what_cannot_be_honoured_is_one_line_naming_the_flag(weather, extra, message):
     with pytest.raises(ConfigError, match=message):

@@ -351,14 +351,14 @@ def test_standard_scale_matches_sklearn_and_centres_a_constant_channel():
 
 def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
     import pandas as pd
-    from data_provider.readers import read_csv_or_npy
+    from data_provider.readers import read_by_extension
     frame = pd.DataFrame({"date": pd.date_range("2020", periods=100, freq="D"), "OT": np.arange(100.0),
                           "x": np.ones(100)})
     frame.to_csv(tmp_path / "c.csv", index=False)
-    table = read_csv_or_npy(str(tmp_path / "c.csv"), "OT")
+    table = read_by_extension(str(tmp_path / "c.csv"), "OT")
     assert table.columns == ["x", "OT"] and table.values[5, 1] == 5 and len(table.dates) == 100
     np.save(tmp_path / "a.npy", np.arange(30.0).reshape(10, 3))
-    table = read_csv_or_npy(str(tmp_path / "a.npy"), None)
+    table = read_by_extension(str(tmp_path / "a.npy"), None)
     assert table.values.shape == (10, 3) and table.dates is None
 
 

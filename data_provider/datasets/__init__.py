@@ -2,7 +2,7 @@
 sampling frequency and target. Every module in this package lists its entries in `DATASETS`; add
 data_provider/datasets/my_data.py and `--data my_data` reads it from --root_path, with nothing else to edit.
 
-Generic names (custom, PEMS, Solar) read any file of their format; given a benchmark's standard file
+Generic names (custom, PEMS) read any file of their format; given a benchmark's standard file
 (`--data custom --data_path weather.csv`, as TSLib scripts say it) they resolve to the benchmark (Weather).
 """
 import functools
@@ -10,10 +10,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
+
 from utils.registry import collect
-
-SPLITS = ("train", "val", "test")
-
 
 @dataclass(frozen=True)
 class Dataset:
@@ -27,12 +26,17 @@ class Dataset:
     fill_missing: bool = False           # NaNs forward- then back-filled inside each split, after scaling
     family: str | None = None            # the generic name whose --data_path resolves to this benchmark
     generate: Callable[[], str] | None = None  # the file's text, written when absent (the synthetic default)
-    help: str = ""
 
     def __post_init__(self):
         if self.fill_missing and self.lookback:
             # one series tensor serves every split; filling per split needs splits that do not overlap
             raise ValueError(f"dataset {self.name}: fill_missing needs lookback=False")
+        if self.freq is not None:
+            try:
+                pd.Timedelta(self.freq)
+            except ValueError:
+                raise ValueError(f"dataset {self.name}: freq {self.freq!r} is not a fixed step (e.g. 1h, 10min, "
+                                 "7D)") from None
 
 
 class DatasetFileError(ValueError):
@@ -41,7 +45,7 @@ class DatasetFileError(ValueError):
 
 def ratio_split(train: float, test: float, val: float | None = None) -> Callable[[int], dict]:
     """TSLib's Dataset_Custom split: int(train*n) rows to train, the last int(test*n) to test, val between
-    (or, given val, int(val*n) rows after train: Dataset_Solar, whose val may end a row short of test)."""
+    (or, given val, int(val*n) rows after train: Dataset_Solar, whose val may end up to two rows before test)."""
     def split(n: int) -> dict:
         n_train, n_test = int(n * train), int(n * test)
         val_end = n - n_test if val is None else n_train + int(n * val)
@@ -69,7 +73,13 @@ def fixed_split(train_end: int, val_end: int, test_end: int) -> Callable[[int], 
 @functools.cache
 def registry() -> dict:
     """name -> Dataset, from every module of the package (imported on first use)."""
-    return collect(__name__, __path__, "DATASETS", Dataset, DatasetFileError)
+    found = collect(__name__, __path__, "DATASETS", Dataset, DatasetFileError)
+    by_lower = {}
+    for name in found:  # --data is case-insensitive
+        if name.lower() in by_lower:
+            raise DatasetFileError(f"datasets {by_lower[name.lower()]!r} and {name!r} differ only in case")
+        by_lower[name.lower()] = name
+    return found
 
 
 def resolve(data: str, data_path: str | None) -> Dataset:

@@ -4,5 +4,4 @@ from data_provider.datasets import Dataset, ratio_split
 from data_provider.readers import read_dated_csv
 
 DATASETS = [Dataset("synthetic", "synthetic.csv", read_dated_csv, ratio_split(0.7, 0.2), freq="1h",
-                    generate=lambda: synthetic.csv_text(synthetic.generate()),
-                    help="generated: trend, seasonality and covariates driving the target OT")]
+                    generate=lambda: synthetic.csv_text(synthetic.generate()))]
