@@ -130,10 +130,9 @@ def _check_step(table: Table, entry: datasets.Dataset, path: str) -> None:
 
 def split_rows(entry: datasets.Dataset, n_rows: int, path: str) -> dict:
     try:
-        rows = entry.split(n_rows)
+        return entry.split(n_rows)
     except ValueError as e:
         raise ConfigError(f"{path}: {entry.name} {e}") from None
-    return rows
 
 
 def split_bounds(rows: dict, seq_len: int, lookback: bool = True) -> dict:

@@ -38,6 +38,9 @@ DEFAULTS = {
 TSLIB_FIXED = {"dlinear": {"use_norm": False},
                "patchtst": {"use_norm": True, "head_dropout": "--dropout", "patch_len": 16, "stride": 8},
                "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True}}
+# TSLib's own flags among ours: a script's value for them yields to what the model's code fixes; a flag only we
+# have (--head_dropout, --stride), given explicitly, wins
+TSLIB_FLAGS = {*DEFAULTS[TSLIB], "patch_len"}
 CHANNEL_FLAGS = ("enc_in", "dec_in", "c_out")
 
 
@@ -48,7 +51,7 @@ class Translation:
     defaults: dict = field(default_factory=dict)   # flag -> value our parser starts from
     mapped: dict = field(default_factory=dict)     # our flag -> the foreign flag that set it
     notes: list = field(default_factory=list)      # foreign flags accepted without effect, explained
-    channels: dict = field(default_factory=dict)   # --enc_in/--dec_in/--c_out/--n_vars: checked against the data
+    channels: dict = field(default_factory=dict)   # --enc_in/--dec_in/--c_out: checked against the data
     equal: dict = field(default_factory=dict)      # our flag -> (foreign flag, value) it must equal
     given: set = field(default_factory=set)        # our flags given explicitly
     openltm_data: str | None = None                # OpenLTM's --data, resolved with --data_path after parsing
@@ -307,11 +310,13 @@ def _tslib_fixed(args, t: Translation) -> None:
         fixed["target_only"] = False  # TSLib's Solar and PEMS loaders read every channel whatever --features says
     for dest, value in fixed.items():
         value = getattr(args, value[2:]) if isinstance(value, str) and value.startswith("--") else value
-        if dest in t.mapped and getattr(args, dest) != value:
-            t.notes.append(f"{t.mapped[dest]}: ignored, as by TSLib ({dest} is {value} there for {args.model} "
+        if dest in t.given and dest not in TSLIB_FLAGS:
+            continue
+        script_flag = t.mapped.get(dest, f"--{dest}" if dest in t.given else None)
+        if script_flag and getattr(args, dest) != value:
+            t.notes.append(f"{script_flag}: ignored, as by TSLib ({dest} is {value} there for {args.model} "
                            f"on {args.data})")
-        if dest not in t.given:
-            setattr(args, dest, value)
+        setattr(args, dest, value)
 
 
 def check_channels(declared: dict, n_channels: int, covariate: bool, file: str) -> None:
@@ -338,7 +343,8 @@ def reference_markdown() -> str:
     for f in FOREIGN:
         lines.append(f"| `{f.flag}` | {', '.join(f.dialects)} | {f.here} |")
     lines += ["", "## What TSLib's code of a model fixes", "",
-              "Whatever the script says (as TSLib's own model files do); our flags given explicitly still win.", "",
+              "Whatever the script says, as TSLib's own model files do; flags only we have (`--head_dropout`, "
+              "`--stride`), given explicitly, still win.", "",
               "| model | fixed |", "|---|---|"]
     for model, fixed in TSLIB_FIXED.items():
         lines.append(f"| `{model}` | " + ", ".join(f"`{k}` = {v}" for k, v in fixed.items()) + " |")

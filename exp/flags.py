@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.section("data")
     f.add("data", "--data", default="synthetic",
           help="a dataset named in data_provider/datasets/ (README, Data): a benchmark with its standard file and "
-               "split (ETTh1, Weather, PEMS08, ...), a generic format (custom: CSV with a date column first or "
-               ".npy; PEMS: .npz; Solar: headerless text) or synthetic (generated, written if absent)")
+               "split (ETTh1, Weather, Solar, PEMS08, ...), a generic format for --data_path (custom: a CSV with a "
+               "date column first, .npy, .npz or .txt; PEMS: .npz) or synthetic (generated, written if absent)")
     f.add("data", "--root_path", default="./dataset/synthetic/", help="folder of the data file")
     f.add("data", "--data_path", default=None,
           help="data file inside root_path (default: the dataset's standard file)")

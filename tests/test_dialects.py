@@ -103,8 +103,12 @@ def test_what_tslibs_code_of_a_model_fixes_wins_over_its_flags(weather):
     dlinear = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--use_norm", "1"))
     assert dlinear.use_norm is False
     assert "--use_norm: ignored, as by TSLib (use_norm is False there for DLinear" in " ".join(dlinear.dialect_notes)
-    patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3"))
+    patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3",
+                                "--patch_len", "24"))
     assert patchtst.use_norm is True and patchtst.head_dropout == 0.3 and (patchtst.patch_len, patchtst.stride) == (16, 8)
+    assert "--patch_len: ignored, as by TSLib (patch_len is 16 there" in " ".join(patchtst.dialect_notes)
+    ours = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--head_dropout", "0.05", "--stride", "4"))
+    assert (ours.head_dropout, ours.stride) == (0.05, 4), "flags only we have, given explicitly, win"
     seeded = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--seed", "7"))
     assert seeded.seed == 2021, "TSLib's run.py seeds 2021 whatever --seed says"
     timemixer = parse_args(_argv(TSLIB_SCRIPTS["TimeMixer"], weather, "--use_norm", "0"))
