@@ -28,9 +28,37 @@ def load_trainable_state(model: nn.Module, state: dict, source: str = "checkpoin
     model.load_state_dict(state, strict=False)
 
 
+class _KeepWriteError:
+    """A file for torch.save that keeps the OSError its write raised: torch's zip writer reports a failed write
+    (a full disk) as a RuntimeError without the cause, depending on where in the file it fails."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _save(payload: dict, f) -> None:
+    out = _KeepWriteError(f)
+    try:
+        torch.save(payload, out)
+    except RuntimeError:
+        if out.error is None:
+            raise
+        raise out.error from None
+
+
 def save_atomic(payload: dict, path: str) -> None:
     """Temporary file, fsync, rename: a crash mid-save never leaves a torn checkpoint, a full disk one line."""
-    write_atomic(path, lambda f: torch.save(payload, f))
+    write_atomic(path, lambda f: _save(payload, f))
 
 
 def save_lazily(make_payload, path: str) -> None:
