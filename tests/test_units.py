@@ -152,6 +152,7 @@ def _per_epoch(name, epochs, learning_rate=1e-3, train_epochs=10):
 def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
     assert _per_epoch("type1", 5) == [1, 1, 0.5, 0.25, 0.125]
     assert [round(f, 6) for f in _per_epoch("type3", 7)] == [1, 1, 1, 1, 0.9, 0.81, 0.729]
+    assert [round(f, 6) for f in _per_epoch("type3_08", 6)] == [1, 1, 1, 1, 0.8, 0.64]  # SparseTSF, SegRNN
     assert _per_epoch("type2", 5, 1e-4)[1] == 1 and _per_epoch("type2", 5, 1e-4)[4] == pytest.approx(0.1)
     assert _per_epoch("cosine", 6, 1e-4)[5] == pytest.approx(0.5)
     assert _per_epoch("constant", 10) == [1] * 10
@@ -382,3 +383,29 @@ def test_optimizer_skips_frozen_parameters(tmp_path):
     exp = ExpForecast(_args(), env, bundle, Frozen(), plan)
     params = exp._select_optimizer().param_groups[0]["params"]
     assert len(params) == 2 and all(p.requires_grad for p in params)
+
+
+def test_a_checkpoint_write_that_fails_mid_file_surfaces_as_the_os_error():
+    """torch's zip writer turns a failed write into a RuntimeError without the cause, depending on where the
+    disk fills up; the checkpoint writer re-raises the OSError, which write_atomic makes one line."""
+    import errno
+
+    from utils.checkpoint import _save
+
+    class FullAfter:
+        def __init__(self, limit):
+            self.written, self.limit = 0, limit
+
+        def write(self, data):
+            if self.written + len(data) > self.limit:
+                raise OSError(errno.EFBIG, "File too large")
+            self.written += len(data)
+            return len(data)
+
+        def flush(self):
+            pass
+
+    payload = {"weights": torch.zeros(3000), "args": {f"flag{i}": "x" * 10 for i in range(300)}}
+    for limit in (100, 5000, 9000):
+        with pytest.raises(OSError, match="File too large"):
+            _save(payload, FullAfter(limit))
