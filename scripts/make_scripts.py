@@ -40,6 +40,10 @@ SOURCES = {
     "timer": "Liu et al., ICML 2024; OpenLTM's supervised Timer scripts (trained from scratch)",
     "timer_xl": "Liu et al., ICLR 2025; OpenLTM's supervised Timer-XL scripts",
     "ttm": "Ekambaram et al., NeurIPS 2024; the TTM-r1 512-96 architecture, trained from scratch",
+    "nlinear": "Zeng et al., AAAI 2023; official LTSF-Linear scripts, shared with DLinear (10 epochs, patience 3, type1)",
+    "rlinear": "Li et al., 2023; official RTSF script.md and run.py defaults (RevIN on)",
+    "sparsetsf": "Lin et al., ICML 2024; official scripts/SparseTSF/linear (model_type linear)",
+    "segrnn": "Lin et al., 2023; official scripts/SegRNN of the IoT-J version (MSE loss)",
 }
 AUTOREGRESSIVE = {"timer", "timer_xl"}
 
@@ -135,8 +139,35 @@ def ttm(ds):
                   patience=3, lradj="type1"), ["lr 1e-3, batch 64, 10 epochs chosen here"]
 
 
+def nlinear(ds):
+    flags, notes = dlinear(ds)  # LTSF-Linear runs Linear, NLinear and DLinear with the same scripts
+    return flags, notes
+
+
+def rlinear(ds):
+    if ds != "ETTh1":
+        return None  # official settings published for ETTh1 only
+    return _flags(seq_len=336, dropout=0.1, batch_size=128, learning_rate=0.005, train_epochs=15, patience=10,
+                  lradj="type1"), ["the official script gives horizon 96; the same settings for the others"]
+
+
+def sparsetsf(ds):
+    if ds != "ETTh1":
+        return None  # the other datasets' official settings are not transcribed yet
+    return _flags(seq_len=720, period_len=24, model_type="linear", batch_size=256, learning_rate=0.02,
+                  train_epochs=30, patience=5, lradj="type3_08"), []
+
+
+def segrnn(ds):
+    if ds != "ETTh1":
+        return None  # the other datasets' official settings are not transcribed yet
+    return _flags(seq_len=720, seg_len=24, d_model=512, dropout=0.1, dec_way="pmf", batch_size=64,
+                  learning_rate=0.0003, train_epochs=30, patience=5, lradj="type3_08"), []
+
+
 MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer, "timesnet": timesnet,
-          "timemixer": timemixer, "timer": timer, "timer_xl": timer_xl, "ttm": ttm}
+          "timemixer": timemixer, "timer": timer, "timer_xl": timer_xl, "ttm": ttm, "nlinear": nlinear,
+          "rlinear": rlinear, "sparsetsf": sparsetsf, "segrnn": segrnn}
 
 
 def _render(flags: dict) -> str:
@@ -220,6 +251,8 @@ def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     for model in MODELS:
         for ds in DATASETS:
+            if MODELS[model](ds) is None:
+                continue
             path = os.path.join(OUT, f"{model}_{ds}.sh")
             with open(path, "w") as f:
                 f.write(script(model, ds))

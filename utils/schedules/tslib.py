@@ -35,6 +35,8 @@ SCHEDULES = [
     per_epoch("type1", lambda e, h: 0.5 ** max(e - 1, 0), "1, 1, 1/2, 1/4, ... per epoch (TSLib, DLinear)"),
     per_epoch("type2", _type2, "TSLib's table: 5e-5 from epoch 3, 1e-5 from epoch 5, ... (x world factor)"),
     per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
+    per_epoch("type3_08", lambda e, h: 0.8 ** max(e - 3, 0),
+              "1, 1, 1, 1, 0.8, 0.64, ... per epoch (type3 of SparseTSF's and SegRNN's official code)"),
     per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
     per_epoch("constant", lambda e, h: 1.0, "the scaled lr throughout"),
     Schedule("TST", one_cycle, "OneCycle per step (TSLib PatchTST/TimeMixer), peak after --pct_start of the steps",
