@@ -105,9 +105,8 @@ def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None 
     return np.stack([np.asarray(_CALENDAR[n](dates), dtype=np.float64) for n in names], axis=1) - 0.5
 
 
-def load_table(args, entry: datasets.Dataset, is_main: bool) -> tuple:
+def load_table(args, entry: datasets.Dataset, path: str, is_main: bool) -> tuple:
     """(Table, content fingerprint of its file)."""
-    path = data_file(args)
     if entry.generate is not None and not os.path.isfile(path):
         # Every rank generates the same series in memory; only the main rank writes it.
         text = entry.generate()
@@ -163,7 +162,7 @@ def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
 def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
     entry = datasets.resolve(args.data, args.data_path)
     path = data_file(args)
-    table, fingerprint = load_table(args, entry, is_main)
+    table, fingerprint = load_table(args, entry, path, is_main)
     if args.target_only:  # TSLib's --features S: the target (last) channel alone
         table = Table(table.values[:, -1:], table.columns[-1:], table.dates)
     check_values(table.values, table.columns, path, allow_missing=entry.fill_missing)

@@ -67,6 +67,11 @@ def use_norm(default: bool = False):
     return hparam(default, "instance normalisation of each input window (RevIN without affine)")
 
 
+def revin(default: bool = False):
+    return hparam(default, "RevIN: instance normalisation of each window with learnable per-channel scale and "
+                           "shift, inverted on the forecast", tiny=True)
+
+
 @dataclass
 class TransformerConfig:
     """The hyper-parameters of a plain Transformer encoder stack (iTransformer, Timer, Timer-XL)."""

@@ -1,4 +1,3 @@
-import math
 from dataclasses import dataclass
 
 import torch
@@ -6,20 +5,8 @@ from torch import nn
 
 from models.base import Capabilities, hparam, use_norm
 from models.layers.decomposition import SeriesDecomposition
+from models.layers.linear import ChannelLinear
 from models.layers.normalization import denormalize, normalize
-
-
-class ChannelLinear(nn.Module):
-    """A Linear(in, out) per channel (DLinear's `individual` mode) as one batched einsum."""
-
-    def __init__(self, channels: int, in_features: int, out_features: int):
-        super().__init__()
-        bound = 1 / math.sqrt(in_features)  # nn.Linear's default initialisation
-        self.weight = nn.Parameter(torch.empty(channels, out_features, in_features).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(channels, out_features).uniform_(-bound, bound))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, in) -> (B, C, out)
-        return torch.einsum("bci,coi->bco", x, self.weight) + self.bias
 
 
 class Model(nn.Module):

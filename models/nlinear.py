@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, hparam
-from models.dlinear import ChannelLinear
+from models.layers.linear import ChannelLinear
 
 
 class Model(nn.Module):

@@ -4,9 +4,9 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, dropout, hparam
-from models.dlinear import ChannelLinear
 from models.layers.dropout import Dropout
-from models.layers.normalization import denormalize, normalize
+from models.layers.linear import ChannelLinear
+from models.layers.normalization import RevIN
 
 
 class Model(nn.Module):
@@ -33,15 +33,11 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         L, P, C = configs.seq_len, configs.output_token_len, configs.enc_in
-        self.affine_weight = nn.Parameter(torch.ones(C))
-        self.affine_bias = nn.Parameter(torch.zeros(C))
+        self.revin = RevIN(C, inverse_eps=1e-10)  # the official RLinear's eps^2
         self.dropout = Dropout(configs.dropout)
         self.linear = ChannelLinear(C, L, P) if configs.individual else nn.Linear(L, P)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        x, stats = normalize(x)
-        x = self.dropout(x * self.affine_weight + self.affine_bias)
-        out = self.linear(x.transpose(1, 2)).transpose(1, 2)
-        # RevIN's inverse affine; its tiny eps^2 (1e-10) keeps the division finite should a weight reach 0
-        out = (out - self.affine_bias) / (self.affine_weight + 1e-10)
-        return denormalize(out, stats)
+        x, stats = self.revin.normalize(x)
+        out = self.linear(self.dropout(x).transpose(1, 2)).transpose(1, 2)
+        return self.revin.denormalize(out, stats)

@@ -4,9 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities, d_model, dropout, e_layers, hparam
+from models.base import Capabilities, d_model, dropout, e_layers, hparam, revin
 from models.layers.dropout import Dropout
-from models.tsmixer import RevIN, dense, revin
+from models.layers.linear import dense
+from models.layers.normalization import RevIN
 
 
 class ResidualBlock(nn.Module):
@@ -61,7 +62,7 @@ class Model(nn.Module):
       (google-research/google-research issue 2133; TSLib's port does the same). Here the temporal decoder
       skips its LayerNorm, so its output reaches the forecast; scalar_norm restores the official behaviour
       (to reproduce the published numbers).
-    - RevIN as in models.tsmixer: eps 1e-5 inside the standard deviation's square root, where the official
+    - RevIN (models.layers.normalization): eps 1e-5 inside the standard deviation's square root, where the official
       code replaces a zero standard deviation by 1.
     """
     capabilities = Capabilities(direct=True, autoregressive=False, covariate=False, time_marks=True)
@@ -88,7 +89,7 @@ class Model(nn.Module):
         L, H, C = configs.seq_len, configs.output_token_len, configs.enc_in
         D, p, drop, ln = configs.d_model, configs.decoder_output_dim, configs.dropout, configs.layer_norm
         self.horizon, self.decoder_output_dim = H, p
-        self.revin = RevIN(C) if configs.revin else None
+        self.revin = RevIN(C, inverse_eps=1e-7) if configs.revin else None
         self.features = (ResidualBlock(configs.n_marks, configs.feature_hidden, configs.feature_dim, drop, ln)
                          if configs.n_marks else None)
         self.channel_embedding = None

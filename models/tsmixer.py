@@ -4,42 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.base import Capabilities, activation, d_ff, dropout, e_layers, hparam
+from models.base import Capabilities, activation, d_ff, dropout, e_layers, hparam, revin
 from models.layers.dropout import Dropout
-from models.layers.normalization import denormalize, normalize
-
-
-def dense(in_features: int, out_features: int) -> nn.Linear:
-    """nn.Linear initialised as a Keras Dense layer (Glorot-uniform weight, zero bias), as both official
-    TensorFlow codes (TSMixer, TiDE) build their layers."""
-    layer = nn.Linear(in_features, out_features)
-    nn.init.xavier_uniform_(layer.weight)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-def revin():
-    """The RevIN switch of TSMixer and TiDE (off by default, as both official codes)."""
-    return hparam(False, "RevIN: instance normalisation of each window with learnable per-channel scale and "
-                         "shift, inverted on the forecast", tiny=True)
-
-
-class RevIN(nn.Module):
-    """Reversible instance normalisation (Kim et al., ICLR 2022) of (B, L, C) windows: standardise each channel
-    over time, then scale and shift by learnable per-channel parameters; undo both on the output."""
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(channels))
-        self.bias = nn.Parameter(torch.zeros(channels))
-
-    def normalize(self, x: torch.Tensor):
-        x, stats = normalize(x)
-        return x * self.weight + self.bias, stats
-
-    def denormalize(self, y: torch.Tensor, stats) -> torch.Tensor:
-        # TiDE's 1e-7 keeps the division finite should a weight reach 0
-        return denormalize((y - self.bias) / (self.weight + 1e-7), stats)
+from models.layers.linear import dense
+from models.layers.normalization import RevIN
 
 
 class WindowNorm(nn.Module):
@@ -94,7 +62,7 @@ class Model(nn.Module):
     biases). Defaults are the official run.py's (the paper's ETTh1 tuning is in its appendix).
 
     Deviations from the official code: RevIN's statistics add eps 1e-5 inside the square root and its
-    inverse divides by weight + 1e-7 (the shared models.layers.normalization); in covariate mode every
+    inverse divides by weight + 1e-7 (models.layers.normalization.RevIN); in covariate mode every
     channel is projected to the horizon and the framework scores the target, where the official code slices
     the target channel out before the projection (the same target forecast).
     """
@@ -113,7 +81,7 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         L, C = configs.seq_len, configs.enc_in
-        self.revin = RevIN(C) if configs.revin else None
+        self.revin = RevIN(C, inverse_eps=1e-7) if configs.revin else None
         self.blocks = nn.Sequential(*(MixerBlock(L, C, configs.d_ff, configs.dropout, configs.activation,
                                                  configs.norm_type) for _ in range(configs.e_layers)))
         self.projection = dense(L, configs.output_token_len)

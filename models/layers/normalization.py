@@ -1,5 +1,7 @@
-"""Instance normalisation of each input window (RevIN without affine; Non-stationary Transformer)."""
+"""Instance normalisation of each input window: without affine (Non-stationary Transformer, use_norm) and
+RevIN's, with a learnable per-channel affine."""
 import torch
+from torch import nn
 
 
 def normalize(x: torch.Tensor, eps: float = 1e-5):
@@ -12,3 +14,22 @@ def normalize(x: torch.Tensor, eps: float = 1e-5):
 def denormalize(y: torch.Tensor, stats) -> torch.Tensor:
     mean, std = stats
     return y * std + mean
+
+
+class RevIN(nn.Module):
+    """Reversible instance normalisation (Kim et al., ICLR 2022) of (B, L, C) windows: standardise each channel
+    over time, then scale and shift by learnable per-channel parameters; undo both on the output. inverse_eps
+    keeps the inverse's division finite should a weight reach 0 (each official code has its own)."""
+
+    def __init__(self, channels: int, inverse_eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.inverse_eps = inverse_eps
+
+    def normalize(self, x: torch.Tensor):
+        x, stats = normalize(x)
+        return x * self.weight + self.bias, stats
+
+    def denormalize(self, y: torch.Tensor, stats) -> torch.Tensor:
+        return denormalize((y - self.bias) / (self.weight + self.inverse_eps), stats)
