@@ -24,6 +24,7 @@ class Batch(NamedTuple):
     x: torch.Tensor              # (B, seq_len, C), a view
     y: torch.Tensor              # (B, len(y_offsets), C)
     x_mark: torch.Tensor | None  # (B, seq_len + horizon, F): time features of the whole window, for rolling
+    position: torch.Tensor       # (B,) int64: the row of each window's first point in the whole series
 
 
 def autoregressive_offsets(seq_len: int, input_token_len: int, output_token_len: int) -> torch.Tensor:
@@ -89,7 +90,7 @@ class WindowDataset:
             start = idx
             window = self.windows.index_select(0, idx)  # (B, W, C), contiguous
         x_mark = None if self.mark_windows is None else self.mark_windows.index_select(0, start)
-        return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark)
+        return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark, start + self.begin)
 
 
 class ShuffledShard:
@@ -148,10 +149,11 @@ class WindowLoader:
         per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
         group = max(1, GATHER_BYTES // per_batch)
         for chunk in indices.split(self.batch_size * group):
-            x, y, x_mark = self.dataset.gather(chunk)
+            x, y, x_mark, position = self.dataset.gather(chunk)
             # one split per tensor makes every batch's views in C++, not a Python slice per batch and tensor
             marks = repeat(None) if x_mark is None else x_mark.split(self.batch_size)
-            yield from map(Batch, x.split(self.batch_size), y.split(self.batch_size), marks)
+            yield from map(Batch, x.split(self.batch_size), y.split(self.batch_size), marks,
+                           position.split(self.batch_size))
 
 
 def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int, seed: int,

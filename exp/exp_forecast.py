@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 import models
 from data_provider.factory import DataBundle
+from models.base import Capabilities
 from data_provider.windows import Batch, eval_loader, eval_windows, train_loader
 from exp.identity import RunPlan, clear_run, features_code, write_record
 from utils import checkpoint, interrupt
@@ -35,20 +36,37 @@ NO_STEP = float("inf")  # "no non-finite loss yet" in the first-bad-step reducti
 
 def expected_output_shape(args, n_channels: int, batch: int) -> tuple:
     """What a model's forward must return: one output token per input token for token models, in every mode;
-    otherwise the forecast of output_token_len points after the window."""
-    if models.capabilities(args.model).token_input:
+    otherwise the forecast of output_token_len points after the window (the target alone for an exogenous
+    model in covariate mode)."""
+    caps = models.capabilities(args.model)
+    if caps.token_input:
         return batch, args.seq_len // args.input_token_len * args.output_token_len, n_channels
-    return batch, args.output_token_len, n_channels
+    return batch, args.output_token_len, 1 if caps.exogenous and args.covariate else n_channels
+
+
+def model_inputs(args, caps: Capabilities, x: torch.Tensor, batch: Batch, shift: int) -> tuple[tuple, dict]:
+    """(args, kwargs) of a model's forward for inputs x that start `shift` points after the batch's windows:
+    the calendar features of the window (and of the horizon, for future_marks), the windows' positions."""
+    kwargs = {"position": batch.position + shift} if caps.positions else {}
+    if batch.x_mark is None:
+        return (x, None), kwargs
+    length = args.seq_len + (args.output_token_len if caps.future_marks else 0)
+    marks = batch.x_mark[:, shift:shift + length]
+    if marks.shape[1] < length:
+        # a rolled forecast's last step reaches past the test horizon: the points it adds there are cut,
+        # and the calendar row they see is the last one repeated
+        marks = torch.cat([marks, marks[:, -1:].expand(-1, length - marks.shape[1], -1)], dim=1)
+    return (x, marks), kwargs
 
 
 @torch.no_grad()
 def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
     """One training window through the model (eval mode: no randomness drawn, no statistics updated) before
     any step, so a model that returns the wrong shape fails with one line instead of training on a slice."""
-    batch = data.datasets["train"].gather(torch.tensor([0]))
-    marks = None if batch.x_mark is None else batch.x_mark[:, :args.seq_len].cpu()
+    batch = Batch(*(None if t is None else t.cpu() for t in data.datasets["train"].gather(torch.tensor([0]))))
+    inputs, kwargs = model_inputs(args, models.capabilities(args.model), batch.x, batch, 0)
     model.eval()
-    out = model(batch.x.cpu(), marks)
+    out = model(*inputs, **kwargs)
     model.train()
     expected = expected_output_shape(args, data.n_channels, 1)
     if tuple(out.shape) != expected:
@@ -68,6 +86,7 @@ class ExpForecast:
         self.step_hooks = [c.on_train_step for c in callbacks if hasattr(c, "on_train_step")]
         self.epoch_hooks = [c.on_epoch_end for c in callbacks if hasattr(c, "on_epoch_end")]
         self.device = env.device
+        self.caps = models.capabilities(args.model)
         if args.compile:
             model.compile()  # in place: state_dict keys and model.module stay as they are
         if env.ddp and env.world_size > 1:  # with one rank there is nothing to all-reduce: DDP would only cost
@@ -119,34 +138,41 @@ class ExpForecast:
         return torch.optim.Adam(trainable, **kwargs)
 
     # ---- forward: shared by train, vali and test -------------------------------------------------
-    def _call(self, model: nn.Module, x: torch.Tensor, batch: Batch, shift: int) -> torch.Tensor:
-        x_mark = None if batch.x_mark is None else batch.x_mark[:, shift:shift + self.args.seq_len]
+    def _call(self, model: nn.Module, x: torch.Tensor, batch: Batch, shift: int) -> tuple[torch.Tensor, dict]:
+        """The model's prediction, and the loss terms a model with aux_loss adds in training ({} otherwise)."""
+        inputs, kwargs = model_inputs(self.args, self.caps, x, batch, shift)
         with self.autocast:
-            return model(x, x_mark).float()
+            out = model(*inputs, **kwargs)
+        pred, terms = out if self.caps.aux_loss and model.training else (out, {})
+        return pred.float(), terms
 
     def _forward(self, model: nn.Module, batch: Batch, rollout: bool = False):
-        """(prediction, target) of a batch, cut to what the loss and the metrics compare.
+        """(prediction, target, the model's own loss terms) of a batch, cut to what the loss and the metrics
+        compare.
 
         rollout: feed forecasts back in steps of output_token_len until the target is covered (test).
         """
-        a, true = self.args, batch.y
+        a, true, terms = self.args, batch.y, {}
         if rollout:
             pred = self._rollout(model, batch, true.shape[1])
         else:
             # autoregressive: one output token per input token; direct: the forecast after the window
-            pred = self._call(model, batch.x, batch, 0)[:, -true.shape[1]:]
+            pred, terms = self._call(model, batch.x, batch, 0)
+            pred = pred[:, -true.shape[1]:]
             if a.last_token:
                 pred, true = pred[:, -a.output_token_len:], true[:, -a.output_token_len:]
         if a.covariate:
             pred, true = pred[..., -1:], true[..., -1:]
-        return pred, true
+        return pred, true, terms
 
     def _rollout(self, model: nn.Module, batch: Batch, horizon: int) -> torch.Tensor:
         step, x, preds = self.args.output_token_len, batch.x, []
-        for i in range(math.ceil(horizon / step)):
-            out = self._call(model, x, batch, i * step)[:, -step:]
+        n_steps = math.ceil(horizon / step)
+        for i in range(n_steps):
+            out = self._call(model, x, batch, i * step)[0][:, -step:]
             preds.append(out)
-            x = torch.cat([x, out], dim=1)[:, -self.args.seq_len:]
+            if i + 1 < n_steps:  # an exogenous model's one-channel forecast is never fed back: one step only
+                x = torch.cat([x, out], dim=1)[:, -self.args.seq_len:]
         return torch.cat(preds, dim=1)[:, :horizon]
 
     # ---- train / vali / test ---------------------------------------------------------------------
@@ -202,13 +228,14 @@ class ExpForecast:
         lr = optimizer.param_groups[0]["lr"]
         start = time.perf_counter()
         self.forward_timer.reset()
-        train_loss = self._train_epoch(loader, optimizer, scheduler, epoch)
+        train = self._train_epoch(loader, optimizer, scheduler, epoch)
         trained = time.perf_counter()
         self._warn_slow_ranks(epoch, self.forward_timer.total() / len(loader))
         vali_loss = self.vali(self.loaders["val"], self.criterion, is_test=self.args.valid_last)
         test_loss = self.vali(self.loaders["test"], self.criterion, is_test=True)
-        return {"epoch": epoch + 1, "train_loss": train_loss, "vali_loss": vali_loss, "test_loss": test_loss,
-                "lr": lr, "train_seconds": trained - start, "eval_seconds": time.perf_counter() - trained}
+        return {"epoch": epoch + 1, "train_loss": train.pop("train_loss"), "vali_loss": vali_loss,
+                "test_loss": test_loss, "lr": lr, "train_seconds": trained - start,
+                "eval_seconds": time.perf_counter() - trained, **train}
 
     def _train_epoch(self, loader, optimizer, scheduler, epoch: int) -> float:
         """One pass over the training windows; with accum_steps N, one optimizer step per N micro-batches,
@@ -219,35 +246,39 @@ class ExpForecast:
         """
         self.model.train()
         accum = self.args.accum_steps
-        losses = []
+        losses, names = [], ()
         batches = tqdm(loader, desc=f"epoch {epoch + 1}", leave=False, disable=not self.env.is_main or None)
         for i, batch in enumerate(batches):
             last_micro = (i + 1) % accum == 0
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
                 with self.forward_timer:  # hooks count as forward time: a slow hook makes a straggler
-                    pred, true = self._forward(self.model, batch)
+                    pred, true, terms = self._forward(self.model, batch)
                     loss = self.criterion(pred, true)
                     for hook in self.step_hooks:
                         loss = hook(epoch + 1, i + 1, loss)
-                self.scaler.scale(loss if accum == 1 else loss / accum).backward()
+                    objective = loss + sum(terms.values()) if terms else loss
+                self.scaler.scale(objective if accum == 1 else objective / accum).backward()
             if last_micro:
                 self.scaler.step(optimizer)
                 self.scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
-            losses.append(loss.detach())
-        return self._epoch_loss(torch.stack(losses), loader.batch_sizes(), epoch)
+            names = tuple(terms)
+            losses.append(torch.stack([loss.detach(), *(t.detach().float() for t in terms.values())]))
+        means = self._epoch_loss(torch.stack(losses), loader.batch_sizes(), epoch)
+        return {"train_loss": means[0], **{f"aux_{name}": m for name, m in zip(names, means[1:], strict=True)}}
 
-    def _epoch_loss(self, losses: torch.Tensor, sizes: list, epoch: int) -> float:
-        """Global mean training loss; every rank alike raises if any rank had a non-finite step loss."""
-        bad = ~torch.isfinite(losses)
+    def _epoch_loss(self, losses: torch.Tensor, sizes: list, epoch: int) -> list:
+        """Global means of the (steps, terms) training losses (the criterion's, then a model's own terms);
+        every rank alike raises if any rank had a non-finite one."""
+        bad = ~torch.isfinite(losses).all(-1)
         first_bad = torch.where(bad.any(), bad.double().argmax() + 1, NO_STEP)
         first_bad = all_reduce_min(first_bad).item()
         if first_bad < NO_STEP:
             raise TrainingError(f"non-finite training loss at epoch {epoch + 1}, step {int(first_bad)} of "
                                 f"{len(losses)}: lower --learning_rate, try --use_amp off, or check the data")
         sizes = torch.tensor(sizes, dtype=torch.float64, device=self.device)
-        return global_mean((losses.double() * sizes).sum(), sizes.sum()).item()
+        return global_mean((losses.double() * sizes[:, None]).sum(0), sizes.sum()).tolist()
 
     def _warn_slow_ranks(self, epoch: int, seconds_per_step: float) -> None:
         """A GPU shared with another job slows the whole group: name the ranks well behind the median.
@@ -313,7 +344,7 @@ class ExpForecast:
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         count = 0
         for batch in vali_loader:
-            pred, true = self._forward(model, batch, rollout=is_test)
+            pred, true, _ = self._forward(model, batch, rollout=is_test)
             total += criterion(pred, true).double() * len(pred)
             count += len(pred)
         model.train()
@@ -333,7 +364,7 @@ class ExpForecast:
         model.eval()
         sums = zero_sums(self.device)
         for batch in self.loaders["test"]:
-            sums += error_sums(*self._forward(model, batch, rollout=True))
+            sums += error_sums(*self._forward(model, batch, rollout=True)[:2])
         metrics = metrics_from_sums(all_reduce_sum(sums))
         identity = plan.identity
         trained_on = identity.config["training"]["world_size"]

@@ -82,7 +82,7 @@ def _model_flags(flags: _Flags) -> dict:
         kind = typing.get_args(hint)[0] if typing.get_args(hint) else hint  # int | None -> int
         kwargs = {"default": defaults[flag], "help": f"{f.metadata['help']} [{', '.join(by_model)}]{note}"}
         if kind is bool:
-            kwargs["action"] = "store_true"
+            kwargs["action"] = argparse.BooleanOptionalAction  # --no-<flag> turns off a default that is on
         else:
             kwargs.update(type=kind, choices=f.metadata["choices"])
         flags.add("model", f"--{flag}", **kwargs)
@@ -335,6 +335,9 @@ def validate(args) -> None:
         _require(caps.covariate, f"model {args.model} is channel-independent: covariates cannot inform the "
                                  "target, so --covariate is not supported")
         _require(not args.univariate, "--covariate needs the channels together; it cannot be used with --univariate")
+        _require(not caps.exogenous or args.test_pred_len <= args.output_token_len,
+                 f"model {args.model} forecasts the target alone with --covariate, so it cannot roll its forecast "
+                 f"out to --test_pred_len {args.test_pred_len} > --output_token_len {args.output_token_len}")
     _require(not args.last_token or args.covariate, "--last_token only applies with --covariate")
     _require(args.adaptation == (args.pretrain_model_path is not None),
              "--adaptation and --pretrain_model_path go together")

@@ -51,6 +51,11 @@ def _load(key: str):
         return ModelFileError(f"{where} defines no Model class")
     if not isinstance(getattr(model, "capabilities", None), Capabilities):
         return ModelFileError(f"{where}: Model.capabilities must be a models.base.Capabilities")
+    caps = model.capabilities
+    if caps.future_marks and not caps.time_marks:
+        return ModelFileError(f"{where}: Capabilities future_marks needs time_marks")
+    if caps.exogenous and not caps.covariate:
+        return ModelFileError(f"{where}: Capabilities exogenous needs covariate")
     config = getattr(model, "Config", None)
     if config is not None and not dataclasses.is_dataclass(config):
         return ModelFileError(f"{where}: Model.Config must be a dataclass of hyper-parameters (models.base.hparam)")

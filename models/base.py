@@ -22,13 +22,25 @@ class Capabilities:
                     and rolling forecasts; direct: one forecast of output_token_len points after the window.
     token_input: the input is cut into tokens of input_token_len, so seq_len must be a multiple of it.
     covariate: meaningful with all channels in and the loss on the target (last) channel.
-    time_marks: forward uses the calendar features x_mark.
+    time_marks: forward uses the calendar features x_mark (batch, seq_len, n_marks).
+    future_marks: with time_marks, x_mark also covers the horizon (batch, seq_len + output_token_len, n_marks):
+                  calendar features are known ahead (what an encoder-decoder feeds its decoder).
+    positions: forward also gets `position`, a (batch,) int64 tensor: the row of each window's first point
+               in the whole series, so `position % period` is the window's phase in a cycle.
+    exogenous: in covariate mode the model forecasts the target alone and returns (batch, time, 1); the
+               other channels are inputs only, so its forecasts cannot be rolled beyond output_token_len.
+    aux_loss: in training mode forward returns (prediction, terms): terms maps names to scalar loss terms,
+              already weighted, that the framework adds to its loss and reports per epoch as global means.
     """
     autoregressive: bool = False
     direct: bool = True
     covariate: bool = True
     token_input: bool = False
     time_marks: bool = False
+    future_marks: bool = False
+    positions: bool = False
+    exogenous: bool = False
+    aux_loss: bool = False
 
 
 def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None):
@@ -65,6 +77,11 @@ def activation(default: str = "relu"):
 
 def use_norm(default: bool = False):
     return hparam(default, "instance normalisation of each input window (RevIN without affine)")
+
+
+def label_len(default: int = 48):
+    return hparam(default, "decoder start tokens: the last label_len points of the window open the decoder's "
+                           "input (TSLib's --label_len)", tiny=8, low=0)
 
 
 def revin(default: bool = False):

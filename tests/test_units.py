@@ -1,6 +1,7 @@
 """Pure functions: sharding with a fake (rank, world), window indexing, lr scaling, dropout, early stopping,
 metrics."""
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from torch import nn
 from torch.utils.data import DistributedSampler
 
 from data_provider.factory import split_bounds, time_features
+from exp.exp_forecast import model_inputs
+from models.base import Capabilities
 from data_provider.windows import (ShuffledShard, WindowDataset, autoregressive_offsets, direct_offsets,
                                    eval_loader, eval_windows, train_loader)
 from models.layers.dropout import LEVELS, Dropout
@@ -123,6 +126,30 @@ def test_marks_cover_the_whole_window_for_rolling():
     ds = WindowDataset(data, marks, 0, 40, 8, direct_offsets(8, 10))
     batch = ds.gather(torch.tensor([3]))
     assert batch.x_mark[0, :, 0].tolist() == list(range(3, 21))
+
+
+def test_a_window_knows_the_row_of_its_first_point_in_the_whole_series():
+    data = torch.randn(60, 3)
+    assert WindowDataset(data, None, 20, 60, 8, direct_offsets(8, 4)).gather(torch.tensor([5, 0])).position.tolist() \
+        == [25, 20]
+    univariate = WindowDataset(data, None, 20, 60, 8, direct_offsets(8, 4), univariate=True)
+    n = univariate.n_starts
+    assert univariate.gather(torch.tensor([n + 3, 2 * n])).position.tolist() == [23, 20]
+
+
+def test_model_inputs_give_each_step_of_a_rollout_its_marks_and_positions():
+    """A future_marks model sees the calendar of its window and horizon, shifted with each rolled step; the
+    step that reaches past the test horizon repeats the last calendar row."""
+    args = SimpleNamespace(seq_len=8, output_token_len=4)
+    marks = torch.arange(40, dtype=torch.float32)[:, None]
+    ds = WindowDataset(torch.randn(40, 2), marks, 0, 40, 8, direct_offsets(8, 6))  # horizon 6: 2 steps of 4
+    batch = ds.gather(torch.tensor([3]))
+    caps = Capabilities(time_marks=True, future_marks=True, positions=True)
+    (x, m), kwargs = model_inputs(args, caps, batch.x, batch, 4)
+    assert x is batch.x and kwargs["position"].tolist() == [7]
+    assert m[0, :, 0].tolist() == list(range(7, 17)) + [16, 16]
+    (_, m), kwargs = model_inputs(args, Capabilities(time_marks=True), batch.x, batch, 0)
+    assert m[0, :, 0].tolist() == list(range(3, 11)) and kwargs == {}
 
 
 def test_split_bounds_give_val_and_test_a_lookback_of_seq_len_where_the_dataset_allows_it():

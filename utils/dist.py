@@ -190,9 +190,10 @@ def all_reduce_min(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def global_mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """Exact mean over all ranks from per-rank (sum, count), not a mean of per-rank means."""
-    both = all_reduce_sum(torch.stack([total.double().reshape(()), count.double().reshape(())]))
-    return both[0] / both[1]
+    """Exact mean over all ranks from per-rank (sum, count), not a mean of per-rank means; total may hold
+    several sums that share the count (one all_reduce for all)."""
+    both = all_reduce_sum(torch.cat([total.double().reshape(-1), count.double().reshape(1)]))
+    return (both[:-1] / both[-1]).reshape(total.shape)
 
 
 def all_gather_object(obj) -> list:

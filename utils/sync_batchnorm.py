@@ -1,11 +1,14 @@
-"""BatchNorm with statistics over the whole DDP group, so a DDP run normalises like one big batch.
+"""Batch statistics over the whole DDP group, so a DDP run computes them like one big batch.
 
-torch's SyncBatchNorm runs on CUDA only; CrossRankBatchNorm does the same over gloo on CPU.
+BatchNorm: torch's SyncBatchNorm runs on CUDA only; CrossRankBatchNorm does the same over gloo on CPU.
+models.layers.batch_stats.BatchMean (a statistic a model's own loss uses): CrossRankBatchMean.
 """
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from models.layers.batch_stats import BatchMean
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -62,16 +65,38 @@ class CrossRankBatchNorm(_BatchNorm):
         self.running_var.lerp_(unbiased_var.to(self.running_var.dtype), momentum)
 
 
+class CrossRankBatchMean(BatchMean):
+    """The mean over every rank's rows in training; a statistic without gradient, so one plain all_reduce of
+    (sums, count). Each rank then builds its loss from the global statistic, and DDP's gradient average is
+    the gradient of one process's loss on the global batch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.training and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(x)
+        if x.requires_grad:
+            raise ValueError("BatchMean averages statistics that take no gradient; detach the input")
+        totals = torch.cat([x.double().sum(0).reshape(-1), x.new_full((1,), x.shape[0], dtype=torch.float64)])
+        dist.all_reduce(totals)
+        return (totals[:-1] / totals[-1]).float().view(x.shape[1:])
+
+
 def sync_batchnorm(module: nn.Module, device: torch.device) -> nn.Module:
-    """Every BatchNorm of `module` synchronised across ranks (call under DDP, before moving to the device)."""
+    """Every BatchNorm and BatchMean of `module` synchronised across ranks (call under DDP, before moving to
+    the device)."""
     if device.type == "cuda":
-        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
+        module = nn.SyncBatchNorm.convert_sync_batchnorm(module)
+    return _swap_for_cross_rank(module, batchnorm=device.type != "cuda")
+
+
+def _swap_for_cross_rank(module: nn.Module, batchnorm: bool) -> nn.Module:
     for name, child in module.named_children():
-        if isinstance(child, _BatchNorm):
+        if batchnorm and isinstance(child, _BatchNorm):
             synced = CrossRankBatchNorm(child.num_features, child.eps, child.momentum, child.affine,
                                         child.track_running_stats)
             synced.load_state_dict(child.state_dict())
             setattr(module, name, synced)
+        elif type(child) is BatchMean:
+            setattr(module, name, CrossRankBatchMean())
         else:
-            sync_batchnorm(child, device)
+            _swap_for_cross_rank(child, batchnorm)
     return module
