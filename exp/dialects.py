@@ -25,7 +25,8 @@ DEFAULTS = {
             "d_model": 512, "n_heads": 8, "d_ff": 2048, "dropout": 0.1, "activation": "gelu", "use_norm": True,
             "moving_avg": 25, "top_k": 5, "num_kernels": 6, "down_sampling_layers": 0, "down_sampling_window": 1,
             "individual": False, "freq": "h", "learning_rate": 1e-4, "batch_size": 32, "train_epochs": 10,
-            "patience": 3, "lradj": "type1", "des": "test", "seed": 2021},
+            "patience": 3, "lradj": "type1", "des": "test", "seed": 2021, "factor": 1, "router_factor": 1,
+            "label_len": 48},
     OPENLTM: {"seq_len": 672, "input_token_len": 576, "output_token_len": 96, "test_pred_len": 96, "e_layers": 1,
               "d_model": 512, "n_heads": 8, "d_ff": 2048, "dropout": 0.1, "activation": "relu", "use_norm": False,
               "learning_rate": 1e-4, "batch_size": 32, "train_epochs": 10, "patience": 3, "lradj": "type1",
@@ -33,11 +34,14 @@ DEFAULTS = {
 }
 # What TSLib's implementation of a model fixes whatever its flags say (models/<Name>.py there): DLinear never
 # normalises, PatchTST, iTransformer and TimesNet always do (TimeMixer reads --use_norm), PatchTST's patches are
-# 16 points 8 apart and its head drops out at --dropout (after its linear layer there, before it here). A flag
+# 16 points 8 apart and its head drops out at --dropout (after its linear layer there, before it here), Informer
+# computes as its port (variant tslib), FEDformer keeps 32 random modes, Crossformer segments of 12. A flag
 # name as value: that flag's value.
 TSLIB_FIXED = {"dlinear": {"use_norm": False},
                "patchtst": {"use_norm": True, "head_dropout": "--dropout", "patch_len": 16, "stride": 8},
-               "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True}}
+               "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True},
+               "informer": {"variant": "tslib"}, "fedformer": {"modes": 32, "mode_select": "random"},
+               "crossformer": {"seg_len": 12}}
 # TSLib's own flags among ours: a script's value for them yields to what the model's code fixes; a flag only we
 # have (--head_dropout, --stride), given explicitly, wins
 TSLIB_FLAGS = {*DEFAULTS[TSLIB], "patch_len"}
@@ -57,6 +61,8 @@ class Translation:
     openltm_data: str | None = None                # OpenLTM's --data, resolved with --data_path after parsing
     cosine: bool = False                           # OpenLTM's --cosine: it overrides --lradj
     tmax: int = 10                                 # OpenLTM's cosine period in epochs
+    model_flags: dict = field(default_factory=dict)  # our flag names -> (foreign flag, value, why ignored): the
+    #                                                  chosen model's hyper-parameter if it declares one
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,14 @@ def _tmax(flag, value, t):
     t.tmax = _int(flag, value)
 
 
+def _model_flag(dests: tuple, otherwise: str):
+    """A TSLib flag that some models here declare (under one of `dests`): it sets the chosen model's
+    hyper-parameter, or is noted."""
+    def apply(flag, value, t):
+        t.model_flags[dests] = (flag, value, otherwise)
+    return apply
+
+
 def _equal(dest: str):
     def apply(flag, value, t):
         t.equal[dest] = (flag, _int(flag, value))
@@ -157,20 +171,24 @@ FOREIGN = [
             _sets("output_token_len", _int)),
     Foreign("--seed", (TSLIB,), "noted and ignored: TSLib's run.py seeds 2021 whatever `--seed` says",
             _note("ignored: TSLib's run.py seeds every run with 2021 (its --seed only drives augmentation)")),
-    Foreign("--label_len", (TSLIB,), "noted and ignored: no model here reads decoder start tokens",
-            _note("ignored: no model here reads decoder start tokens (label_len)")),
+    Foreign("--label_len", (TSLIB,), "`--label_len` of the encoder-decoders (Informer, Autoformer, FEDformer); "
+            "noted and ignored for the other models", _model_flag(("label_len",), "ignored: this model reads no decoder "
+                                                                  "start tokens")),
     Foreign("--features", (TSLIB,), "`M`: all channels; `MS`: `--covariate`; `S`: `--target_only` (all channels for files "
             "without column names, Solar and PEMS, as TSLib's loaders do)", _features),
     *(Foreign(f"--{name}", (TSLIB,), "checked against the data's channels (the data sets them)", _channels)
       for name in CHANNEL_FLAGS),
     Foreign("--embed", (TSLIB,), "`timeF` only (the time features TSLib's timeenc=1 builds)",
             _only(("timeF",), "the time features are TSLib's timeF", "only timeF time features are built here")),
-    Foreign("--factor", (TSLIB,), "noted and ignored: attention here is full attention",
-            _note("ignored: attention here is full attention (no ProbSparse/AutoCorrelation factor)")),
+    Foreign("--factor", (TSLIB,), "`--factor` of the models that declare it (Informer's ProbSparse sampling, "
+            "Auto-Correlation's top-k, Crossformer's routers); noted and ignored for the others",
+            _model_flag(("factor", "router_factor"), "ignored: this model has full attention (no ProbSparse/Auto-Correlation factor)")),
     Foreign("--factor", (OPENLTM,), "noted and ignored: read by OpenLTM's TTM only",
             _note("ignored: read by OpenLTM's TTM only")),
     Foreign("--use_norm", (TSLIB,), "`--use_norm` when 1 (TSLib's default), off when 0",
             _sets("use_norm", lambda f, v: _int(f, v) != 0)),
+    Foreign("--distil", (TSLIB,), "`--no-distil`: TSLib's switch turns Informer's distilling off",
+            _sets("distil", lambda f, v: False), switch=True),
     Foreign("--use_gpu", (TSLIB,), "the GPU is used when present; `False`: `--device cpu`", _use_gpu),
     Foreign("--no_use_gpu", (TSLIB,), "`--device cpu`", _use_gpu, switch=True),
     Foreign("--gpu", _BOTH, "0: noted; other ids: refused, choose GPUs with `CUDA_VISIBLE_DEVICES`", _gpu),
@@ -280,6 +298,7 @@ def complete(args, t: Translation) -> None:
     OpenLTM's data and cosine schedule, and the foreign flags that must agree with ours."""
     if t.dialect == TSLIB:
         _tslib_fixed(args, t)
+        _set_model_flags(args, t)
     if t.dialect == OPENLTM and args.model.lower() == "ttm":
         raise ConfigError("--model ttm: OpenLTM's TTM (its patch stride, backbone mode and decoder width) is not "
                           "translated; run ttm with our flags (python run.py --help)")
@@ -317,6 +336,19 @@ def _tslib_fixed(args, t: Translation) -> None:
             t.notes.append(f"{script_flag}: ignored, as by TSLib ({dest} is {value} there for {args.model} "
                            f"on {args.data})")
         setattr(args, dest, value)
+
+
+def _set_model_flags(args, t: Translation) -> None:
+    try:
+        declared = models.hyperparameters(args.model)
+    except (KeyError, models.ModelFileError):
+        return  # validate() reports it
+    for dests, (flag, value, otherwise) in t.model_flags.items():
+        dest = next((d for d in dests if d in declared), None)
+        if dest is not None:
+            setattr(args, dest, _int(flag, value))
+        else:
+            t.notes.append(f"{flag} {value}: {otherwise}")
 
 
 def check_channels(declared: dict, n_channels: int, covariate: bool, file: str) -> None:

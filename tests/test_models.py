@@ -22,7 +22,7 @@ def tiny_flags(name) -> list:
     flags = []
     for key, value in tiny_hparams(name).items():
         if isinstance(value, bool):
-            flags += [f"--{key}"] if value else []
+            flags += [f"--{key}" if value else f"--no-{key}"]
         elif value is not None:
             flags += [f"--{key}", str(value)]
     return flags
@@ -45,9 +45,24 @@ def build(name, channels, nonautoregressive, covariate=False):
 
 
 def inputs(name, batch, channels):
+    """x, the calendar features (of the horizon too for future_marks) and the keyword inputs it declares."""
+    caps = models.capabilities(name)
     x = torch.randn(batch, TASK["seq_len"], channels)
-    marks = torch.rand(batch, 32, N_MARKS) - 0.5 if models.capabilities(name).time_marks else None
-    return x, marks
+    span = TASK["seq_len"] + (TASK["output_token_len"] if caps.future_marks else 0)
+    marks = torch.rand(batch, span, N_MARKS) - 0.5 if caps.time_marks else None
+    kwargs = {"position": torch.randint(0, 10_000, (batch,))} if caps.positions else {}
+    return x, marks, kwargs
+
+
+def predict(model, name, x, marks, kwargs):
+    """The prediction and the model's own loss terms: a model with aux_loss returns both in training only."""
+    out = model(x, marks, **kwargs)
+    if models.capabilities(name).aux_loss and model.training:
+        pred, terms = out
+        assert terms and all(t.dim() == 0 and torch.isfinite(t) for t in terms.values()), terms
+        return pred, terms
+    assert isinstance(out, torch.Tensor)
+    return out, {}
 
 
 CASES = [(name, nar, cov) for name in models.NAMES for nar, cov in modes(name)]
@@ -63,23 +78,26 @@ def test_registry_holds_the_models():
 @pytest.mark.parametrize("channels", [1, 3])
 def test_forward_shape(name, nonautoregressive, covariate, channels):
     model = build(name, channels, nonautoregressive, covariate)
-    x, marks = inputs(name, 4, channels)
-    out = model(x, marks)
-    per_token = models.capabilities(name).token_input  # one output token per input token, in every mode
-    L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
-    assert out.shape == (4, L // I * O if per_token else O, channels) and torch.isfinite(out).all()
+    caps = models.capabilities(name)
+    for train in (True, False):
+        out, _ = predict(model.train(train), name, *inputs(name, 4, channels))
+        per_token = caps.token_input  # one output token per input token, in every mode
+        L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
+        width = 1 if caps.exogenous and covariate else channels  # an exogenous model forecasts the target alone
+        assert out.shape == (4, L // I * O if per_token else O, width) and torch.isfinite(out).all()
 
 
 @pytest.mark.parametrize("name", models.NAMES)
 def test_two_optimizer_steps_lower_the_loss(name):
     nonautoregressive = models.capabilities(name).direct
     model = build(name, 3, nonautoregressive)
-    x, marks = inputs(name, 16, 3)
-    target = torch.randn_like(model(x, marks))
+    batch = inputs(name, 16, 3)
+    target = torch.randn_like(predict(model, name, *batch)[0])
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(3):
-        loss = torch.nn.functional.mse_loss(model(x, marks), target)
+        pred, terms = predict(model, name, *batch)
+        loss = torch.nn.functional.mse_loss(pred, target) + sum(terms.values())
         losses.append(loss.item())
         optimizer.zero_grad()
         loss.backward()
@@ -92,8 +110,8 @@ def test_state_dict_round_trip_gives_identical_outputs(name):
     nonautoregressive = models.capabilities(name).direct
     model = build(name, 3, nonautoregressive)
     model.train()
-    x, marks = inputs(name, 8, 3)
-    model(x, marks)  # move BatchNorm running statistics away from their initial values
+    x, marks, kwargs = inputs(name, 8, 3)
+    model(x, marks, **kwargs)  # move BatchNorm running statistics away from their initial values
     model.eval()
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
@@ -103,7 +121,7 @@ def test_state_dict_round_trip_gives_identical_outputs(name):
     fresh.load_state_dict(torch.load(buffer, weights_only=True), strict=True)
     fresh.eval()
     with torch.no_grad():
-        assert torch.equal(model(x, marks), fresh(x, marks))
+        assert torch.equal(model(x, marks, **kwargs), fresh(x, marks, **kwargs))
 
 
 @pytest.mark.parametrize("name", models.NAMES)
@@ -113,11 +131,22 @@ def test_end_to_end_run(name, tiny_args):
     assert metrics["n_test_windows"] == 105 and torch.isfinite(torch.tensor(metrics["mse"]))
 
 
+@pytest.mark.parametrize("name", [n for n in models.NAMES if models.capabilities(n).exogenous])
+def test_an_exogenous_model_forecasts_the_target_from_the_covariates_and_is_not_rolled_out(name, tiny_args):
+    from utils.errors import ConfigError
+    args = tiny_args + ["--model", name, "--nonautoregressive", "--covariate", "--train_epochs", "1"] + tiny_flags(name)
+    metrics = run.main(args)[0]["metrics"]
+    assert metrics["features"] == "MS" and torch.isfinite(torch.tensor(metrics["mse"]))
+    with pytest.raises(ConfigError, match="cannot roll its forecast out to --test_pred_len 32"):
+        run.main(args + ["--test_pred_len", "32"])
+
+
 @pytest.mark.parametrize("name", [n for n in models.NAMES if not models.capabilities(n).covariate])
 def test_covariate_mode_is_refused_by_channel_independent_models(name, tiny_args):
     from utils.errors import ConfigError
+    direct = ["--nonautoregressive"] if models.capabilities(name).direct else []
     with pytest.raises(ConfigError, match="channel-independent"):
-        run.main(tiny_args + ["--model", name, "--nonautoregressive", "--covariate"])
+        run.main(tiny_args + ["--model", name, "--covariate"] + direct)
 
 
 def test_model_flags_come_from_the_models_and_only_the_chosen_models_count():
