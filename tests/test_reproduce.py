@@ -24,7 +24,7 @@ def _paper_config(model, dataset, horizon):
     raise KeyError((model, dataset, horizon))
 
 
-def _run(root, config, seed, mse, mae, test=None, world_size=1):
+def _run(root, config, seed, mse, mae, test=None, world_size=1, epoch_seconds=None):
     """A metrics.json as a run of this configuration and seed writes it."""
     config = copy.deepcopy(config)
     config["training"]["seed"] = seed
@@ -43,6 +43,9 @@ def _run(root, config, seed, mse, mae, test=None, world_size=1):
          "effective_lr": training["learning_rate"] * world_size}
     os.makedirs(root / setting / test)
     (root / setting / test / "metrics.json").write_text(json.dumps(m))
+    if epoch_seconds:
+        (root / setting / "history.csv").write_text("epoch,train_seconds,eval_seconds\n" + "".join(
+            f"{i + 1},{train},{evaluate}\n" for i, (train, evaluate) in enumerate(epoch_seconds)))
 
 
 def _rows(text):
@@ -91,6 +94,30 @@ def test_report_marks_misses_and_leaves_out_runs_without_identity(tmp_path):
     assert "| 0.440 | 0.405 | **+8.6%** ✗ |" in _rows(text)[0]
     assert "1 worse than the paper's MSE by more than 2%" in text
     assert "old/metrics.json: written before run identities" in text
+
+
+def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_best_cells_and_times(tmp_path):
+    paper_mse = {96: 0.375, 192: 0.405, 336: 0.439, 720: 0.472}
+    for horizon, mse in paper_mse.items():
+        _run(tmp_path, _paper_config("dlinear", "ETTh1", horizon), 2021, mse + 0.001, 0.4, epoch_seconds=[(2, 1)] * 3)
+    _run(tmp_path, _paper_config("dlinear", "ETTh1", 96), 2022, 0.378, 0.4, epoch_seconds=[(2, 1)])
+    _run(tmp_path, _paper_config("nlinear", "ETTh1", 96), 2021, 0.36, 0.5)  # better MSE, worse MAE; no history
+    smoke = _paper_config("nlinear", "ETTh1", 192)
+    smoke["training"]["train_epochs"] = 1  # not the paper's setting: not on the page
+    _run(tmp_path, smoke, 2021, 0.1, 0.1)
+    report.main([str(tmp_path), "--page", str(tmp_path / "results.md")])
+    page = (tmp_path / "results.md").read_text()
+    dlinear = next(line for line in page.splitlines() if line.startswith("| dlinear |"))
+    cells = [c.strip() for c in dlinear.strip("|").split("|")]
+    assert cells[:3] == ["dlinear", "336", "ours (2 seeds at most)"]
+    assert cells[3:5] == ["0.377", "**0.400**"]  # seeds averaged; nlinear has the lower MSE at 96
+    assert cells[11:13] == [f"**{(sum(paper_mse.values()) + 0.004 + 0.001) / 4:.3f}**", "**0.400**"]
+    assert cells[13] == "8 s"  # (4 runs x 3 epochs x 3 s + 1 run x 3 s) / 5 runs
+    paper_row = page.splitlines()[page.splitlines().index(dlinear.rstrip()) + 1]
+    assert paper_row.startswith("| | | paper | 0.375 | 0.399 | 0.405 |")
+    nlinear = next(line for line in page.splitlines() if line.startswith("| nlinear |"))
+    assert "| **0.360** | 0.500 ✗ | — | — |" in nlinear and nlinear.endswith("| — |")
+    assert "0.100" not in page and "Machines:" in page
 
 
 def test_report_needs_some_results(tmp_path):

@@ -60,9 +60,27 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _device_name() -> str:
+    """The accelerator, or the CPU model and the threads torch uses: what a run's wall time was measured on."""
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
+    model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
+                  if line.startswith("model name")), platform.processor() or "CPU")
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
+def _read_lines(path: str) -> list:
+    try:
+        with open(path) as f:
+            return f.readlines()
+    except OSError:
+        return []
+
+
 def provenance() -> dict:
     """Where and with what code a result was made (not part of its identity: recorded beside it)."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
+            "device": _device_name(),
             "command": " ".join(sys.argv), "time": time.strftime("%Y-%m-%d %H:%M:%S")}

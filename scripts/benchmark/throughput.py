@@ -33,7 +33,7 @@ sys.path.insert(0, REPO)
 import models  # noqa: E402
 from data_provider.factory import build_data  # noqa: E402
 from data_provider.windows import WindowLoader  # noqa: E402
-from exp.exp_forecast import ExpForecast  # noqa: E402
+from exp.exp_forecast import ExpForecast, model_inputs  # noqa: E402
 from exp.flags import parse_args, validate  # noqa: E402
 from exp.identity import plan_runs  # noqa: E402
 from run import build_model  # noqa: E402
@@ -47,6 +47,7 @@ MODELS = {
     "dlinear": ["--model", "dlinear", "--learning_rate", "0.005"],
     "patchtst": ["--model", "patchtst", "--d_model", "512", "--d_ff", "2048", "--e_layers", "1", "--n_heads", "2",
                  "--patch_len", "16", "--stride", "8", "--dropout", "0.1", "--use_norm"],
+    "sparsetsf": ["--model", "sparsetsf", "--period_len", "24", "--learning_rate", "0.02"],
 }
 
 
@@ -157,19 +158,26 @@ def fetch_only(exp: ExpForecast, steps: int | None) -> float:
 
 
 def train_steps(exp: ExpForecast, optimizer: torch.optim.Optimizer, batches) -> None:
-    """Forward/backward/optimizer and nothing else: the same model, loss and fused Adam as ours."""
+    """Forward/backward/optimizer and nothing else: the same model, loss and fused Adam as ours.
+    batches: (the forward's inputs, its keyword inputs, the target)."""
     model = exp.model
-    for x, y in batches:
+    for inputs, kwargs, y in batches:
         optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.mse_loss(model(x)[:, -y.shape[1]:], y).backward()
+        torch.nn.functional.mse_loss(model(*inputs, **kwargs)[:, -y.shape[1]:], y).backward()
         optimizer.step()
 
 
-def model_only(exp: ExpForecast, n_steps: int) -> float:
+def prebuilt(exp: ExpForecast) -> tuple:
+    """One training batch as the forward's (inputs, keyword inputs, target), built once."""
     batch = next(iter(exp.loaders["train"]))
+    return (*model_inputs(exp.args, exp.caps, batch.x, batch, 0), batch.y)
+
+
+def model_only(exp: ExpForecast, n_steps: int) -> float:
+    step = prebuilt(exp)
     optimizer = exp._select_optimizer()  # built outside the timing, as ours() builds its own
-    train_steps(exp, optimizer, [(batch.x, batch.y)] * 3)
-    return timed(lambda: train_steps(exp, optimizer, [(batch.x, batch.y)] * n_steps), exp.device)
+    train_steps(exp, optimizer, [step] * 3)
+    return timed(lambda: train_steps(exp, optimizer, [step] * n_steps), exp.device)
 
 
 class FieldStandardDataset(Dataset):
@@ -190,25 +198,31 @@ def field_standard(exp: ExpForecast, steps: int | None) -> float:
     ds = exp.data.datasets["train"]
     begin, end = ds.begin, ds.begin + ds.n_starts + ds.window_len - 1
     values = ds.series[begin:end].double().cpu().numpy()
-    marks = np.zeros((len(values), 4))
+    marks = np.zeros((len(values), exp.data.n_marks))
     loader = DataLoader(FieldStandardDataset(values, marks, exp.args.seq_len, exp.args.output_token_len),
                         batch_size=exp.args.batch_size, shuffle=True, num_workers=0)
     n = len(loader) if steps is None else steps
     optimizer = exp._select_optimizer()
 
     def run():
-        batches = ((x.float().to(exp.device), y.float().to(exp.device), xm.float().to(exp.device))
-                   for (x, y, xm, _), _ in zip(loader, range(n)))
-        train_steps(exp, optimizer, ((x, y) for x, y, _ in batches))
+        batches = ((x.float().to(exp.device), y.float().to(exp.device), xm.float().to(exp.device),
+                    ym.float().to(exp.device)) for (x, y, xm, ym), _ in zip(loader, range(n)))
+        train_steps(exp, optimizer, (((x, field_marks(exp, xm, ym)), {}, y) for x, y, xm, ym in batches))
 
     return timed(run, exp.device)
 
 
+def field_marks(exp: ExpForecast, x_mark: torch.Tensor, y_mark: torch.Tensor) -> torch.Tensor | None:
+    """The calendar features the model reads, as a TSLib-style loader hands them (window, then horizon)."""
+    if not exp.data.n_marks:
+        return None
+    return torch.cat([x_mark, y_mark], dim=1) if exp.caps.future_marks else x_mark
+
+
 def step_flops(exp: ExpForecast) -> float:
-    batch = next(iter(exp.loaders["train"]))
     optimizer = exp._select_optimizer()
     with FlopCounterMode(display=False) as counter:
-        train_steps(exp, optimizer, [(batch.x, batch.y)])
+        train_steps(exp, optimizer, [prebuilt(exp)])
     return counter.get_total_flops()
 
 
