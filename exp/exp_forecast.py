@@ -390,6 +390,8 @@ class ExpForecast:
         batch = ds.gather(idx)
         pred = self._rollout(model, batch, batch.y.shape[1])
         columns = self.data.columns
+        if pred.shape[-1] < batch.y.shape[-1]:  # an exogenous model forecasts the target (last) channel alone
+            pred = torch.nn.functional.pad(pred, (batch.y.shape[-1] - pred.shape[-1], 0), value=float("nan"))
         windows = []
         for i, window in enumerate(idx.tolist()):
             if a.univariate:

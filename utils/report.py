@@ -179,8 +179,8 @@ def results_page(groups: dict, reference: dict, settings: dict, tolerance: float
              "[reproducing.md](reproducing.md). Each model has a row of ours (the mean over its seeds; the seed "
              "count is given where more than one) and a row of the paper's numbers. `avg`: the mean over the "
              "horizons, as papers print it, where all were run. Bold: the lowest of ours in the column; ✗: worse "
-             f"than the paper's by more than {tolerance:.0%}. Time: one run's training and evaluation (all its "
-             "epochs), averaged over the model's runs.", ""]
+             f"than the paper's by more than {tolerance:.0%}, each investigated in reproducing.md. Time: one run's "
+             "training and evaluation (all its epochs), averaged over the model's runs.", ""]
     for dataset in sorted({d for d, _, _ in found}, key=lambda d: (ORDER.get(d, 99), d)):
         rows = sorted((model, lookback) for d, model, lookback in found if d == dataset)
         horizons = PAGE_HORIZONS.get(dataset, STANDARD_HORIZONS)
