@@ -3,8 +3,9 @@
     python scripts/benchmark/throughput.py --data_root ../shared/datasets            # CPU or the GPU
     python scripts/benchmark/throughput.py --data_root ../shared/datasets --quick    # fewer steps
 
-For DLinear and PatchTST on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model
-512, d_ff 2048, 1 layer, 2 heads, patch 16 / stride 8) it prints: train windows/s, seconds per
+For DLinear, SparseTSF (overhead-bound), PatchTST and Autoformer (an encoder-decoder reading the calendar of
+window and horizon) on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model 512, d_ff 2048,
+1 layer, 2 heads, patch 16 / stride 8; Autoformer as TSLib's ETTh1 script) it prints: train windows/s, seconds per
 epoch, validation + test seconds, peak RSS (and peak GPU memory), the share of step time spent
 outside forward/backward/optimizer, the same steps on one fixed pre-built batch (model-only limit),
 a field-standard pipeline (per-sample __getitem__ + default collate + per-batch .float().to()),
@@ -48,6 +49,8 @@ MODELS = {
     "patchtst": ["--model", "patchtst", "--d_model", "512", "--d_ff", "2048", "--e_layers", "1", "--n_heads", "2",
                  "--patch_len", "16", "--stride", "8", "--dropout", "0.1", "--use_norm"],
     "sparsetsf": ["--model", "sparsetsf", "--period_len", "24", "--learning_rate", "0.02"],
+    "autoformer": ["--model", "autoformer", "--d_model", "512", "--d_ff", "2048", "--e_layers", "2", "--d_layers", "1",
+                   "--n_heads", "8", "--label_len", "48", "--factor", "3", "--dropout", "0.1"],
 }
 
 
@@ -297,12 +300,16 @@ def main() -> None:
     p.add_argument("--data_root", default=os.path.join(REPO, "dataset"), help="folder holding ETT-small/ETTh1.csv")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="60 steps instead of full epochs (PatchTST on CPU)")
+    p.add_argument("--steps", type=int, default=None, help="this many steps per measurement (default: an epoch; "
+                                                          "--quick: 60)")
     p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
+    p.add_argument("--skip_options", action="store_true",
+                   help="skip the DDP-path and --use_amp/--compile measurements (hundreds of steps each)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
     a = p.parse_args()
     malloc = "fixed thresholds" if keep_freed_memory() else "left as the environment sets it"  # as run.py does
     device = torch.device(a.device)
-    steps = 60 if a.quick else None
+    steps = a.steps or (60 if a.quick else None)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "") + f", malloc {malloc}")
@@ -347,6 +354,8 @@ def main() -> None:
             peak = max(peak, matmul_peak(device))  # measured again beside the epoch: shared machines drift
             print(f"matmul FLOPs per step (fwd+bwd) {flops / 1e9:.2f} G: achieved {achieved / 1e9:.1f} GFLOP/s "
                   f"= {achieved / peak:.0%} of the measured peak {peak / 1e9:.1f} GFLOP/s")
+        if a.skip_options:
+            continue
         # What differs is a few collectives per epoch, far below this machine's drift between two long
         # measurements (2 rounds of 30 PatchTST steps gave -0.3% to +5.8% in three runs): many short rounds
         ddp_steps, ddp_rounds = (steps, 30) if name == "dlinear" else (8, 24)
