@@ -13,9 +13,9 @@ from tqdm import tqdm
 
 import models
 from data_provider.factory import DataBundle
-from models.base import Capabilities
 from data_provider.windows import Batch, eval_loader, eval_windows, train_loader
 from exp.identity import RunPlan, clear_run, features_code, write_record
+from models.base import Capabilities
 from utils import checkpoint, interrupt
 from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduce_min, all_reduce_sum, barrier,
                         global_mean, slow_ranks)
@@ -237,8 +237,9 @@ class ExpForecast:
                 "test_loss": test_loss, "lr": lr, "train_seconds": trained - start,
                 "eval_seconds": time.perf_counter() - trained, **train}
 
-    def _train_epoch(self, loader, optimizer, scheduler, epoch: int) -> float:
-        """One pass over the training windows; with accum_steps N, one optimizer step per N micro-batches,
+    def _train_epoch(self, loader, optimizer, scheduler, epoch: int) -> dict:
+        """One pass over the training windows: the global mean train_loss (and aux_<name> of each loss term
+        the model adds). With accum_steps N, one optimizer step per N micro-batches,
         each micro-loss divided by N (the loader yields whole groups of equal batches), so the update equals
         one N-times larger batch.
 
