@@ -84,8 +84,8 @@ class Model(nn.Module):
     one self- and one cross-block; each layer has its own projections. Defaults are the official run.py's.
 
     Deviations from the official code:
-    - moving_avg is one odd kernel, 25 as TSLib (the official default is the list [24]: one kernel of 24 in
-      its series_decomp_multi, padded 12 points before and 11 after).
+    - moving_avg is one kernel, 25 as TSLib (the official default is the list [24], one kernel in its
+      series_decomp_multi: `--moving_avg 24` is that, padded 12 points before and 11 after as there).
     - The decoder's modes are drawn from its actual length, label_len + horizon; the official code uses
       seq_len // 2 + horizon (the same with its label_len = seq_len // 2 in every script).
     - Random modes come from torch's global generator (seeded by the framework), not numpy's.
