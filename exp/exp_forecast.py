@@ -22,7 +22,7 @@ from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduc
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
-from utils.metrics import error_sums, log_line, metrics_from_sums, zero_sums
+from utils.metrics import log_line, metrics_from_windows, names as metric_names, window_errors
 from utils.outputs import make_outputs
 from utils.schedules import Horizon, build_scheduler, world_factor
 from utils.seeding import rank_seed, rng_state, seed_everything, set_rng_state
@@ -363,10 +363,8 @@ class ExpForecast:
             self.train_summary = {"best_epoch": state["early_stopping"]["best_epoch"] + 1, "epochs_run": None}
         model = self.raw_model
         model.eval()
-        sums = zero_sums(self.device)
-        for batch in self.loaders["test"]:
-            sums += error_sums(*self._forward(model, batch, rollout=True)[:2])
-        metrics = metrics_from_sums(all_reduce_sum(sums))
+        errors = self._window_errors(model, self.loaders["test"])
+        metrics = metrics_from_windows(errors)
         identity = plan.identity
         trained_on = identity.config["training"]["world_size"]
         metrics.update(
@@ -376,13 +374,24 @@ class ExpForecast:
             world_size=trained_on, test_world_size=env.world_size,
             global_batch_size=a.batch_size * a.accum_steps * trained_on,
             learning_rate=a.learning_rate, effective_lr=a.learning_rate * world_factor(a.lr_scale, trained_on),
-            n_test_windows=eval_windows(len(self.data.datasets["test"]), a.batch_size, env.world_size,
-                                        a.test_drop_last),
+            n_test_windows=len(errors),
             checkpoint=plan.test_checkpoint, **self.train_summary, config=identity.config)
         forecasts = self._sample_forecasts(model) if a.visualize and env.is_main else ()  # only rank 0 plots
-        self.outputs.test(plan.test, metrics, forecasts)
+        by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
+        self.outputs.test(plan.test, metrics, by_window, forecasts)
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], a.test_pred_len, log_line(metrics))
         return metrics
+
+    def _window_errors(self, model: nn.Module, loader) -> torch.Tensor:
+        """(windows of the split, metrics): every window's errors, on every rank. Each rank fills the rows of its
+        own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
+        rows = loader.indices().to(self.device)
+        scored = [window_errors(*self._forward(model, batch, rollout=True)[:2]) for batch in loader]
+        n = eval_windows(len(loader.dataset), self.args.batch_size, self.env.world_size, self.args.test_drop_last)
+        table = torch.zeros(n, len(metric_names()), dtype=torch.float64, device=self.device)
+        if scored:
+            table[rows] = torch.cat(scored)
+        return all_reduce_sum(table)
 
     def _sample_forecasts(self, model: nn.Module, count: int = 4) -> list:
         """A few test windows spread over the test split, rolled out like the test, all channels kept."""

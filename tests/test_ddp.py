@@ -2,6 +2,7 @@
 import os
 import socket
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -20,8 +21,15 @@ METRICS = ("mse", "mae", "rmse", "mape", "mspe")
 
 
 def _scores_like_one_process(args, ddp, tmp_path):
-    """The checkpoint a 2-process run trained, tested by one process: the same metrics, in the same place."""
+    """The checkpoint a 2-process run trained, tested by one process: the same metrics and the same errors of
+    every window, in the same place."""
+    windows = os.path.join(tmp_path, "results", ddp["setting"], ddp["test"], "window_errors.npz")
+    ddp_windows = dict(np.load(windows))
     single = run.main(args + ["--is_training", "0"])[0]["metrics"]  # finds the run trained on 2 processes
+    single_windows = dict(np.load(windows))
+    assert set(ddp_windows) == set(METRICS) and len(ddp_windows["mse"]) == ddp["n_test_windows"]
+    for k in METRICS:
+        assert single_windows[k] == pytest.approx(ddp_windows[k], rel=1e-5), k
     assert single["setting"] == ddp["setting"] and single["test_world_size"] == 1 and single["world_size"] == 2
     assert ddp["test_world_size"] == 2 and ddp["n_test_windows"] % 32 != 0  # a last batch of its own size
     for k in METRICS:

@@ -31,6 +31,10 @@ def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
         assert key in metrics, key
     assert metrics["n_test_windows"] == 105 and metrics["epochs_run"] == 2 and np.isfinite(metrics["mse"])
     assert metrics["provenance"]["git_commit"] and metrics["provenance"]["command"].endswith(" ".join(tiny_args))
+    windows = np.load(os.path.join(run_dir, "tp16", "window_errors.npz"))  # one float32 per window and metric
+    assert set(windows) == {"mse", "mae", "rmse", "mape", "mspe"} and windows["mse"].shape == (105,)
+    assert windows["mse"].dtype == np.float32 and windows["mse"].mean() == pytest.approx(metrics["mse"], rel=1e-6)
+    assert np.sqrt(windows["rmse"].mean()) == pytest.approx(metrics["rmse"], rel=1e-6)
     history = list(csv.DictReader(open(os.path.join(run_dir, "history.csv"))))
     assert [int(h["epoch"]) for h in history] == [1, 2]
     assert set(history[0]) >= {"train_loss", "vali_loss", "test_loss", "lr", "train_seconds", "eval_seconds"}
@@ -75,8 +79,8 @@ def test_covariate_metrics_score_only_the_target_channel(tiny_args, monkeypatch)
     """Same checkpoint, two ways of scoring: covariate mode must equal the last channel of the full forecast."""
     from exp import exp_forecast
     seen = []
-    original = exp_forecast.error_sums
-    monkeypatch.setattr(exp_forecast, "error_sums", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
+    original = exp_forecast.window_errors
+    monkeypatch.setattr(exp_forecast, "window_errors", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
     run.main(tiny_args + ["--covariate"])
     assert set(seen) == {1}
 

@@ -19,7 +19,7 @@ from utils import checkpoint
 from utils.dist import global_mean
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError
-from utils.metrics import error_sums, metrics_from_sums
+from utils.metrics import metrics_from_windows, window_errors
 from utils.schedules import Horizon, build_scheduler, registry, warmup_factor, world_factor
 
 
@@ -297,17 +297,17 @@ def test_early_stopping_nan_is_never_best_and_state_round_trips():
 
 
 # ---- metrics and reductions --------------------------------------------------------------------
-def test_metrics_from_sharded_sums_equal_whole_array_metrics():
+def test_metrics_from_window_errors_equal_whole_array_metrics_and_shards_change_nothing():
     pred, true = torch.randn(37, 6, 2), torch.randn(37, 6, 2) + 3
-    whole = metrics_from_sums(error_sums(pred, true))
-    parts = sum(error_sums(pred[s], true[s]) for s in (slice(0, 10), slice(10, 11), slice(11, 37)))
-    sharded = metrics_from_sums(parts)
+    errors = window_errors(pred, true)
+    whole = metrics_from_windows(errors)
     p, t = pred.double().numpy(), true.double().numpy()
     assert whole["mse"] == pytest.approx(np.mean((p - t) ** 2), rel=1e-12)
     assert whole["mape"] == pytest.approx(np.mean(np.abs((p - t) / t)), rel=1e-12)
     assert whole["rmse"] == pytest.approx(math.sqrt(whole["mse"]))
-    for k in whole:
-        assert sharded[k] == pytest.approx(whole[k], rel=1e-12)
+    assert errors[:, 0].numpy() == pytest.approx(((p - t) ** 2).mean(axis=(1, 2)), rel=1e-12)
+    parts = torch.cat([window_errors(pred[s], true[s]) for s in (slice(0, 10), slice(10, 11), slice(11, 37))])
+    assert torch.equal(parts, errors)  # a window's errors do not depend on the batch it was scored in
 
 
 def test_global_mean_single_process_is_sum_over_count():

@@ -7,11 +7,16 @@ import os
 import shutil
 import time
 
+import numpy as np
+
 from utils.files import guarded, write_atomic
 from utils.identity import provenance
 from utils.metrics import names as metric_names
 
 CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
+# per metric, one float32 per test window (row i: the i-th window of the test split), for comparing runs window
+# by window (utils.compare); written before metrics.json, which marks the test as finished
+WINDOW_ERRORS = "window_errors.npz"
 
 
 def results_columns() -> tuple:
@@ -58,9 +63,11 @@ class RunOutputs:
         if self._history:
             write_atomic(path, lambda f: plot_losses(f, self._history))
 
-    def test(self, test: str, metrics: dict, forecasts: list = ()) -> str:
-        """metrics.json (with provenance) and plots of one test; its row of results.csv. Returns the test's folder."""
+    def test(self, test: str, metrics: dict, window_errors: dict, forecasts: list = ()) -> str:
+        """metrics.json (with provenance), window_errors.npz and plots of one test; its row of results.csv.
+        Returns the test's folder."""
         folder = os.path.join(self.dir, test)
+        write_atomic(os.path.join(folder, WINDOW_ERRORS), lambda f: np.savez(f, **window_errors))
         text = json.dumps({**metrics, "provenance": provenance()}, indent=2) + "\n"
         write_atomic(os.path.join(folder, "metrics.json"), lambda f: f.write(text.encode()))
         if forecasts:
@@ -94,7 +101,7 @@ class NullOutputs:
     def loss_curves(self) -> None:
         pass
 
-    def test(self, test: str, metrics: dict, forecasts: list = ()) -> str:
+    def test(self, test: str, metrics: dict, window_errors: dict, forecasts: list = ()) -> str:
         return os.path.join(self.dir, test)
 
     def close(self) -> None:

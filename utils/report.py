@@ -48,7 +48,8 @@ def load_runs(results_dir: str) -> tuple:
             skipped.append((path, f"the same run as {seen[key, m['seed']]}"))
             continue
         seen[key, m["seed"]] = path
-        m["run_seconds"] = _run_seconds(os.path.dirname(os.path.dirname(path)))
+        m["folder"] = os.path.dirname(path)
+        m["run_seconds"] = _run_seconds(os.path.dirname(m["folder"]))
         groups[key].append(m)
     return groups, skipped
 

@@ -1,6 +1,7 @@
 """Forecast metrics, each defined once: a value per forecast point, averaged over every point of every test
-window, then finalised (RMSE: the square root of the mean). The framework sums the points' values in float64
-on each rank and reduces the sums in one all_reduce, so sharded evaluation is exactly one process's.
+window, then finalised (RMSE: the square root of the mean). The framework averages the points' values in
+float64 per test window; the ranks' windows are put together in one all_reduce, so a sharded evaluation gives exactly
+one process's numbers, and each window's errors are kept for comparing runs window by window.
 
 Every module in this package lists its metrics in `METRICS`; add utils/metrics/my_metric.py and every test
 reports it (log line, metrics.json, results.csv), with nothing else to edit.
@@ -40,21 +41,16 @@ def names() -> tuple:
     return tuple(m.name for m in registry())
 
 
-def zero_sums(device: torch.device) -> torch.Tensor:
-    """What error_sums returns for no windows: a rank without test batches still joins the all_reduce."""
-    return torch.zeros(len(registry()) + 1, dtype=torch.float64, device=device)
-
-
-def error_sums(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-    """[sum of each metric's per-point values..., number of points] in float64."""
+def window_errors(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    """(windows, metrics) float64: each window's mean of each metric's per-point values over its points."""
     pred, true = pred.double(), true.double()
-    sums = [m.per_point(pred, true).sum() for m in registry()]
-    return torch.stack([*sums, torch.tensor(float(pred.numel()), dtype=torch.float64, device=pred.device)])
+    return torch.stack([m.per_point(pred, true).flatten(1).mean(1) for m in registry()], dim=1)
 
 
-def metrics_from_sums(sums: torch.Tensor) -> dict:
-    *totals, n = sums.tolist()
-    return {m.name: m.finalise(total / n) for m, total in zip(registry(), totals, strict=True)}
+def metrics_from_windows(errors: torch.Tensor) -> dict:
+    """The test metrics from every window's errors: each finalised mean over the windows. Every window of a
+    test has the same number of points, so this is the mean over all points."""
+    return {m.name: m.finalise(mean) for m, mean in zip(registry(), errors.mean(0).tolist(), strict=True)}
 
 
 def log_line(metrics: dict) -> str:

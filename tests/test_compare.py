@@ -1,0 +1,95 @@
+"""utils.compare: two models' runs compared window by window, and many models ranked over many tests."""
+import os
+
+import numpy as np
+import pytest
+
+import run
+from utils import compare, report, stats
+
+DIRECT = ["--nonautoregressive", "--seq_len", "48", "--output_token_len", "16"]
+
+
+@pytest.fixture
+def results(tiny_args, tmp_path):
+    """DLinear with two seeds, NLinear with one, and a univariate DLinear (every channel its own window), on the tiny CSV: tp16 of each."""
+    for model, extra in (("dlinear", ["--seed", "1"]), ("dlinear", ["--seed", "2"]), ("nlinear", ["--seed", "1"]),
+                         ("dlinear", ["--seed", "1", "--univariate"])):
+        run.main(tiny_args + ["--model", model, *DIRECT, "--train_epochs", "1", *extra])
+    return str(tmp_path / "results")
+
+
+def _groups(results_dir):
+    return report.load_runs(results_dir)[0], report.load_settings(report.DEFAULT_SETTINGS)
+
+
+def test_a_pair_is_compared_on_the_seed_means_of_the_same_windows(results, capsys):
+    groups, settings = _groups(results)
+    dlinear = [r for r in groups.values() if r[0]["model"] == "dlinear" and r[0]["features"] == "M"][0]
+    nlinear = [r for r in groups.values() if r[0]["model"] == "nlinear"][0]
+    verdict, text = compare.compare_pair(groups, settings, dlinear[0]["config_id"], "nlinear", "tiny", 16)
+    # the mean per-window difference is the difference of the test MSEs, the first model's averaged over its seeds
+    expected = np.mean([r["mse"] for r in dlinear]) - nlinear[0]["mse"]
+    mean_diff = float(text.split("seeds): ")[1].split()[0])
+    assert mean_diff == pytest.approx(expected, abs=1e-5)
+    assert "over 2 seeds" in text and "over 105 windows" in text and "15 lags" in text
+    assert verdict in ("better", "worse", "no significant difference")
+    swapped, _ = compare.compare_pair(groups, settings, "nlinear", dlinear[0]["config_id"], "tiny", 16)
+    assert swapped == {"better": "worse", "worse": "better"}.get(verdict, verdict)
+    compare.main([results, "nlinear", "nlinear", "--data", "tiny", "--horizon", "16"])
+    out = capsys.readouterr().out
+    assert "A - B per window (mean over each model's seeds): +0.00000" in out
+    assert "statistic 0.000, p 1" in out and out.strip().endswith("no significant difference")
+
+
+def test_runs_that_cannot_be_compared_are_refused_with_the_reason(results):
+    groups, settings = _groups(results)
+    with pytest.raises(compare.CompareError, match=r"dlinear has 2 configurations on tiny tp16 \(.*\): name one"):
+        compare.compare_pair(groups, settings, "dlinear", "nlinear", "tiny", 16)
+    univariate = [r[0]["config_id"] for r in groups.values() if r[0]["features"] == "U"][0]
+    with pytest.raises(compare.CompareError, match="not scored on the same windows: features U vs M"):
+        compare.compare_pair(groups, settings, univariate, "nlinear", "tiny", 16)
+    with pytest.raises(compare.CompareError, match="no run of .* on tiny tp96"):
+        compare.compare_pair(groups, settings, univariate, "nlinear", "tiny", 96)
+    dlinear = [r[0]["config_id"] for r in groups.values() if r[0]["model"] == "dlinear" and r[0]["features"] == "M"][0]
+    nlinear = [r for r in groups.values() if r[0]["model"] == "nlinear"][0][0]
+    os.remove(os.path.join(nlinear["folder"], "window_errors.npz"))
+    with pytest.raises(compare.CompareError, match="window_errors.npz is missing.*test it again"):
+        compare.compare_pair(groups, settings, dlinear[:6], "nlinear", "tiny", 16)
+
+
+def _fake_groups(table: dict) -> dict:
+    """load_runs' groups from {(dataset, horizon): {model: [mse of each seed]}}."""
+    groups = {}
+    for (dataset, horizon), by_model in table.items():
+        for model, mses in by_model.items():
+            key = (f"{model}-{dataset}-{horizon}", f"tp{horizon}")
+            groups[key] = [{"model": model, "dataset": dataset, "test": f"tp{horizon}", "test_pred_len": horizon,
+                            "config_id": key[0], "mse": mse} for mse in mses]
+    return groups
+
+
+def test_ranks_friedman_and_the_critical_difference_over_the_tests_every_model_ran(tmp_path):
+    table = {("ETTh1", h): {"a": [0.30 + h / 1e5], "b": [0.35, 0.33], "c": [0.40]}
+             for h in (96, 192, 336, 720)}
+    table["ETTh2", 96] = {"a": [0.2], "b": [0.1]}  # c never ran it: left out, and said so
+    plot = tmp_path / "cd.png"
+    result = compare.rank_models(_fake_groups(table), {}, ["a", "b", "c"], plot=str(plot))
+    scores = np.array([[0.30 + h / 1e5, 0.34, 0.40] for h in (96, 192, 336, 720)])
+    assert result["ranks"] == pytest.approx(stats.average_ranks(scores))
+    assert list(result["ranks"]) == [1.0, 2.0, 3.0]
+    assert result["friedman"] == stats.friedman(scores) and result["cd"] == stats.nemenyi_cd(3, 4)
+    assert result["skipped"] == ["ETTh2 tp96 (no run of c)"]
+    assert plot.stat().st_size > 0
+    text = compare.ranks_text(result, "mse", 0.05)
+    assert "| a | 1.00 |" in text and "Friedman chi2 8.000" in text and "Left out: ETTh2 tp96" in text
+
+
+def test_the_command_line_refuses_incomplete_requests(capsys):
+    for argv, message in ((["r", "a"], "needs two models"), (["r", "a", "b", "--data", "x"], "needs two models"),
+                          (["r", "a", "b", "--data", "x", "--horizon", "1", "--plot", "p"], "add --ranks"),
+                          (["r", "--ranks", "--metric", "nope"], "--metric nope"),
+                          (["r", "--ranks", "--alpha", "1"], "--alpha")):
+        with pytest.raises(SystemExit):
+            compare.main(argv)
+        assert message in capsys.readouterr().err
