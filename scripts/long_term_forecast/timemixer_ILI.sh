@@ -13,5 +13,5 @@ for pred_len in "${horizons[@]}"; do
   --seq_len 104 --e_layers 2 --d_model 16 --d_ff 32 \
   --down_sampling_layers 3 --down_sampling_window 2 --moving_avg 25 --dropout 0.1 \
   --use_norm --batch_size 32 --learning_rate 0.01 --train_epochs 10 \
-  --patience 10 --lradj type1 "$@"
+  --patience 10 --lradj TST --pct_start 0.2 "$@"
 done
