@@ -118,6 +118,7 @@ def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_b
     nlinear = next(line for line in page.splitlines() if line.startswith("| nlinear |"))
     assert "| **0.360** | 0.500 ✗ | — | — |" in nlinear and nlinear.endswith("| — |")
     assert "0.100" not in page and "Machines:" in page
+    assert "MSE range over seeds: dlinear 96: 2 seeds, 0.376–0.378." in page  # nlinear's one seed: no range
 
 
 def test_report_needs_some_results(tmp_path):
