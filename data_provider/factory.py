@@ -1,4 +1,5 @@
 """From flags to the train/val/test WindowDatasets: read, scale on train only, add time features."""
+import functools
 import io
 import logging
 import os
@@ -106,7 +107,8 @@ def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None 
 
 
 def load_table(args, entry: datasets.Dataset, path: str, is_main: bool) -> tuple:
-    """(Table, content fingerprint of its file)."""
+    """(Table, content fingerprint of its file). A file read before by this process, unchanged since (same
+    size and modification time), is not read again: a sweep worker runs many cells on one dataset."""
     if entry.generate is not None and not os.path.isfile(path):
         # Every rank generates the same series in memory; only the main rank writes it.
         text = entry.generate()
@@ -114,7 +116,13 @@ def load_table(args, entry: datasets.Dataset, path: str, is_main: bool) -> tuple
             write_atomic(path, lambda f: f.write(text.encode()))
         return entry.read(io.StringIO(text), args.target), content_fingerprint(text.encode())
     check_file(path)
-    return entry.read(path, args.target), file_fingerprint(path)
+    stat = os.stat(path)
+    return _read_file(entry, os.path.realpath(path), args.target, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_file(entry: datasets.Dataset, path: str, target: str | None, size: int, mtime_ns: int) -> tuple:
+    return entry.read(path, target), file_fingerprint(path)
 
 
 def _check_step(table: Table, entry: datasets.Dataset, path: str) -> None:

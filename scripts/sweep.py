@@ -1,0 +1,348 @@
+"""A grid of runs on every core or GPU, in long-lived workers, resumable: the way to a paper table.
+
+    python -m scripts.sweep --model dlinear,nlinear --data ETTh1 --root_path DIR --output_token_len 96,192 \\
+        --seed 2021 2022 2023 --nonautoregressive ...            # any run.py flag; a list of values is an axis
+    python -m scripts.sweep --paper dlinear,sparsetsf --datasets ETTh1 --data_root DIR --seed 2021,2022,2023
+
+A flag followed by several values (`--seed 2021 2022`, or a shell's `--seed {2021..2023}`) or by one value
+with commas (`--seed 2021,2022`) is an axis of the grid; every combination is one cell, a run.py command line
+of one seed. Flags whose values are themselves comma lists (a string hyper-parameter whose default has a comma,
+like Time-MoE's --horizons) take a comma value whole. --paper adds, for each model, dataset and horizon, the
+command of its paper-setting script (scripts/make_scripts.py), crossed with the other axes.
+
+Cells run in --workers processes (default: one per GPU, else one per CPU core), each importing torch
+once, keeping the data files it has read, and using its share of the cores (--threads). A cell whose run has
+finished and been tested (its identity's results are there) is skipped, an interrupted one continues from its
+last epoch (--resume auto), so a killed sweep run again picks up where it stopped. A failing cell is reported
+with its error line and the others go on. Each cell's log is SWEEP_DIR/logs/<cell>.log; at the end the report
+of the results folder (utils.report: seeds averaged, paper gaps) is printed and written, and the sweep's cells
+with their outcome to SWEEP_DIR/cells.csv. --nproc N runs every cell as an N-process DDP job (torchrun).
+"""
+import argparse
+import contextlib
+import csv
+import gc
+import io
+import itertools
+import logging
+import multiprocessing
+import os
+import queue
+import subprocess
+import sys
+import time
+import traceback
+from typing import NamedTuple
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DONE, SKIPPED, FAILED = "done", "skipped", "failed"
+
+
+class Outcome(NamedTuple):
+    status: str             # done | skipped | failed
+    seconds: float          # the cell's wall time in its worker
+    epoch_seconds: float    # of which its epochs' training and evaluation (the rest is the cell's overhead)
+    error: str | None = None
+
+
+# ---- the grid ----------------------------------------------------------------------------------------------
+def list_valued_flags() -> set:
+    """Flags whose one value is itself a comma list: string hyper-parameters declared with a comma default."""
+    import models  # noqa: PLC0415 - the registry is read only when a grid needs it
+    found = set()
+    for model in models.loadable().values():
+        if isinstance(model, models.ModelFileError):
+            continue
+        found.update(f"--{f.name}" for f in models.hyperparameter_fields(model)
+                     if isinstance(f.default, str) and "," in f.default)
+    return found
+
+
+def axes(tokens: list, whole: set) -> list:
+    """[(flag, [values])] in command-line order; a flag without value (a switch) has [] and stays as is."""
+    found = []
+    for token in tokens:
+        if token.startswith("--"):
+            found.append((token, []))
+        elif not found:
+            raise ValueError(f"{token!r} comes before any flag")
+        else:
+            flag, values = found[-1]
+            values += [token] if flag in whole else [v for v in token.split(",") if v != ""]
+    return found
+
+
+def expand(tokens: list, whole: set = frozenset()) -> list:
+    """Every combination of the axes' values, the first axis varying slowest: a list of run.py argvs."""
+    flags = axes(tokens, whole)
+    cells = []
+    for choice in itertools.product(*[values or [None] for _, values in flags]):
+        argv = []
+        for (flag, _), value in zip(flags, choice):
+            argv += [flag] if value is None else [flag, value]
+        cells.append(argv)
+    return cells
+
+
+def paper_cells(models_: list, datasets: list, data_root: str) -> tuple:
+    """(run.py argvs of the paper-setting scripts of these models on these datasets, notes on absent ones)."""
+    from scripts import make_scripts  # noqa: PLC0415
+    cells, notes = [], []
+    for model in models_:
+        if model not in make_scripts.MODELS:
+            raise ValueError(f"--paper {model}: no paper settings (scripts/make_scripts.py knows "
+                             f"{', '.join(make_scripts.MODELS)})")
+        for ds in datasets:
+            if ds not in make_scripts.DATASETS:
+                raise ValueError(f"--datasets {ds}: not a benchmark of scripts/make_scripts.py")
+            if make_scripts.MODELS[model](ds) is None:
+                notes.append(f"{model} has no paper setting on {ds}")
+                continue
+            for horizon in make_scripts.DATASETS[ds][1]:
+                argv = make_scripts.run_flags(model, ds, horizon)
+                at = argv.index("--root_path") + 1
+                argv[at] = argv[at].replace("./dataset", data_root.rstrip("/"), 1)
+                cells.append(argv)
+    return cells, notes
+
+
+def label(argv: list) -> str:
+    """A short name of a cell for the progress line, logs and the table of outcomes."""
+    def value(*flags):
+        for flag in flags:
+            if flag in argv:
+                last = len(argv) - 1 - argv[::-1].index(flag)  # the last one given wins, as in argparse
+                if last + 1 < len(argv):
+                    return argv[last + 1]
+        return None
+    parts = [value("--model") or "timer_xl", value("--data") or "synthetic", value("--model_id"),
+             value("--test_pred_len", "--output_token_len", "--pred_len"), value("--seed") and f"s{value('--seed')}"]
+    return "_".join(str(p) for p in parts if p)
+
+
+# ---- one cell in a worker -----------------------------------------------------------------------------------
+def finished(argv: list, world_size: int) -> bool:
+    """Whether this cell's run (trained on world_size processes) has finished and its test's metrics are
+    written. argv has --resume auto, under which a finished run plans no training."""
+    import models  # noqa: PLC0415
+    from data_provider.factory import build_data  # noqa: PLC0415
+    from exp.flags import parse_args, validate  # noqa: PLC0415
+    from exp.identity import plan_runs  # noqa: PLC0415
+    from utils import dist  # noqa: PLC0415
+    args = parse_args(argv)
+    validate(args)
+    env = dist.detect(False, args.device)
+    data = build_data(args, env.device, True, models.capabilities(args.model).time_marks)
+    plans = plan_runs(args, data, world_size)
+    return all(not p.train and os.path.isfile(os.path.join(p.results_dir, p.test, "metrics.json")) for p in plans)
+
+
+def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
+    """Run one cell (or find it done); its log goes to log_path."""
+    import run  # noqa: PLC0415 - imported once per worker, at its first cell
+    from utils.log import setup_logging  # noqa: PLC0415
+    start = time.perf_counter()
+    argv = [*argv, "--resume", "auto"]  # an interrupted cell continues; a finished one is skipped before
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "a") as log, contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
+        setup_logging(0, True)  # into this cell's log (run.main binds it again, to the same stream)
+        try:
+            if finished(argv, nproc):
+                return Outcome(SKIPPED, time.perf_counter() - start, 0.0)
+            if nproc > 1:  # a DDP cell: its own torchrun job, its output into the same log
+                log.flush()
+                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                       os.path.join(HERE, "run.py"), "--ddp", *argv]
+                if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=HERE).returncode:
+                    return Outcome(FAILED, time.perf_counter() - start, 0.0, _last_error(log_path))
+                epochs = 0.0  # timed inside the job; its start-up is the cost of a DDP cell
+            else:
+                epochs = sum(h["train_seconds"] + h["eval_seconds"] for r in run.main(argv) for h in r["history"])
+        except Exception as e:  # noqa: BLE001 - one cell's failure is reported; the others go on
+            traceback.print_exc(file=log)
+            return Outcome(FAILED, time.perf_counter() - start, 0.0, f"{type(e).__name__}: {str(e).splitlines()[0]}")
+        finally:
+            logging.getLogger().handlers.clear()  # the log file closes with the cell
+    return Outcome(DONE, time.perf_counter() - start, epochs)
+
+
+def _last_error(log_path: str) -> str:
+    """The last line of a failed DDP job's log that names an error."""
+    with open(log_path) as f:
+        lines = [line.strip() for line in f if "error" in line.lower()]
+    return lines[-1] if lines else "the job failed (see its log)"
+
+
+def _worker(tasks, outcomes, threads: int, nproc: int) -> None:
+    import torch  # noqa: PLC0415 - after the parent set this worker's devices
+    import torch._dynamo  # noqa: F401, PLC0415 - what every run imports lazily (its optimizer, TensorBoard), once
+    import torch.utils.tensorboard  # noqa: F401, PLC0415
+    import run  # noqa: F401, PLC0415
+    torch.set_num_threads(threads)
+    # Everything imported so far lives as long as the worker: the collector need not scan it again at every
+    # cell (run.main collects garbage after each run, which would cost ~0.4 s a cell over torch's objects).
+    gc.freeze()
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        index, argv, log_path = task
+        outcomes.put((index, os.getpid()))
+        outcomes.put((index, run_cell(argv, log_path, nproc)))
+
+
+# ---- the sweep ----------------------------------------------------------------------------------------------
+def plan_workers(nproc: int, devices: list | None) -> tuple:
+    """(workers, CPU threads per process, the GPU ids each worker sees or None): nproc GPUs per worker on a
+    GPU machine (all visible ones, or `devices`), otherwise one worker per nproc cores."""
+    import torch  # noqa: PLC0415
+    cores = os.cpu_count() or 1
+    if devices is None and torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        devices = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+    if devices:
+        if len(devices) < nproc:
+            raise SystemExit(f"error: {len(devices)} GPUs cannot run cells of --nproc {nproc}")
+        per_worker = [devices[w * nproc:(w + 1) * nproc] for w in range(len(devices) // nproc)]
+        return len(per_worker), max(cores // len(devices), 1), per_worker
+    workers = max(cores // nproc, 1)  # independent processes scale better than threads within one
+    return workers, max(cores // (workers * nproc), 1), None
+
+
+def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 1, gpus: list | None = None,
+          progress: bool = True) -> list:
+    """Run every cell; returns their Outcomes in cell order."""
+    from tqdm import tqdm  # noqa: PLC0415
+    names = [label(argv) for argv in cells]
+    names = [f"{i:03d}_{n}" for i, n in enumerate(names)]
+    context = multiprocessing.get_context("spawn")  # no inherited torch state, threads or CUDA context
+    tasks, outcomes = context.Queue(), context.Queue()
+    for i, argv in enumerate(cells):
+        tasks.put((i, argv, os.path.join(sweep_dir, "logs", f"{names[i]}.log")))
+    workers = min(workers, len(cells))
+    processes, saved = [], {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
+    try:
+        for w in range(workers):
+            tasks.put(None)  # one stop sign per worker, after every cell
+            os.environ["OMP_NUM_THREADS"] = str(threads)  # a spawned worker starts with the parent's environment
+            if gpus:
+                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[w])
+            p = context.Process(target=_worker, args=(tasks, outcomes, threads, nproc), daemon=True)
+            p.start()
+            processes.append(p)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    results, running = [None] * len(cells), {}  # running: cell index -> its worker's pid
+    bar = tqdm(total=len(cells), desc="sweep", disable=not progress, dynamic_ncols=True)
+
+    def finish(index: int, outcome: Outcome) -> None:
+        results[index] = outcome
+        running.pop(index, None)
+        bar.update(1)
+        if outcome.error:
+            bar.write(f"failed: {names[index]}: {outcome.error}", file=sys.stderr)
+        count = {status: sum(r is not None and r.status == status for r in results) for status in (DONE, SKIPPED, FAILED)}
+        bar.set_postfix(**count, running=len(running))
+
+    try:
+        while any(r is None for r in results):
+            try:
+                index, message = outcomes.get(timeout=2)
+            except queue.Empty:  # a worker killed from outside (out of memory): its cell fails, the rest go on
+                for index, pid in list(running.items()):
+                    worker = next(p for p in processes if p.pid == pid)
+                    if not worker.is_alive():
+                        finish(index, Outcome(FAILED, 0.0, 0.0, f"its worker died (exit code {worker.exitcode})"))
+                if not any(p.is_alive() for p in processes):
+                    for index in (i for i, r in enumerate(results) if r is None):
+                        finish(index, Outcome(FAILED, 0.0, 0.0, "no worker left to run it"))
+                continue
+            if isinstance(message, int):  # a worker (this pid) has started the cell
+                running[index] = message
+                bar.set_postfix(running=len(running))
+            else:
+                finish(index, message)
+    finally:
+        bar.close()
+        for p in processes:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+    _write_outcomes(os.path.join(sweep_dir, "cells.csv"), names, cells, results)
+    return results
+
+
+def _write_outcomes(path: str, names: list, cells: list, results: list) -> None:
+    from utils.files import write_atomic  # noqa: PLC0415
+    rows = [("cell", "outcome", "seconds", "epoch_seconds", "error", "command")]
+    rows += [(name, r.status, f"{r.seconds:.3f}", f"{r.epoch_seconds:.3f}", r.error or "", " ".join(argv))
+             for name, r, argv in zip(names, results, cells)]
+
+    def write(f):
+        text = io.StringIO()
+        csv.writer(text).writerows(rows)
+        f.write(text.getvalue().encode())
+    write_atomic(path, write)
+
+
+def parse(argv: list) -> tuple:
+    """(the sweep's own options, the run.py tokens of the grid)."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
+    p.add_argument("--workers", type=int, help="processes running cells at once (default: see above)")
+    p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
+    p.add_argument("--nproc", type=int, default=1, help="processes per cell: N > 1 runs each cell under DDP")
+    p.add_argument("--devices", help="comma list of the GPU ids to use (default: every visible GPU)")
+    p.add_argument("--paper", help="comma list of models: their paper-setting scripts' cells (with --datasets)")
+    p.add_argument("--datasets", help="comma list of benchmark datasets for --paper")
+    p.add_argument("--data_root", default=os.environ.get("DATA_ROOT", "./dataset"),
+                   help="folder of the benchmark datasets for --paper (default $DATA_ROOT or ./dataset)")
+    p.add_argument("--sweep_dir", help="where logs and cells.csv go (default: RESULTS_DIR/sweep)")
+    p.add_argument("--dry_run", action="store_true", help="print the cells and stop")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p.parse_known_args(argv)
+
+
+def main(argv=None) -> list:
+    options, tokens = parse(sys.argv[1:] if argv is None else argv)
+    if options.paper and not options.datasets:
+        raise SystemExit("error: --paper needs --datasets")
+    whole = list_valued_flags()
+    try:
+        grid = expand(tokens, whole)
+        if options.paper:
+            paper, notes = paper_cells(options.paper.split(","), options.datasets.split(","), options.data_root)
+            cells = [p + g for p in paper for g in grid]
+        else:
+            cells, notes = grid, []
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    if not cells or cells == [[]]:
+        raise SystemExit("error: no cells: give run.py flags, --paper MODELS --datasets DATASETS, or both")
+    for note in notes:
+        print(f"note: {note}")
+    if options.dry_run:
+        print("\n".join(" ".join(c) for c in cells))
+        return []
+    workers, threads, gpus = plan_workers(options.nproc, options.devices.split(",") if options.devices else None)
+    workers, threads = options.workers or workers, options.threads or threads
+    from exp.flags import parse_args  # noqa: PLC0415 - where results go, as run.py decides it
+    results_dir = parse_args(cells[0]).results_dir
+    sweep_dir = options.sweep_dir or os.path.join(results_dir, "sweep")
+    print(f"{len(cells)} cells on {workers} workers x {threads} threads; logs in {sweep_dir}/logs")
+    results = sweep(cells, sweep_dir, workers, threads, options.nproc, gpus, progress=not options.quiet)
+    failed = [r for r in results if r.status == FAILED]
+    ran = [r for r in results if r.status == DONE]
+    from utils import report  # noqa: PLC0415
+    with contextlib.suppress(SystemExit):  # no finished run at all: the failures above say why
+        report.main([results_dir])
+    overhead = f" (beyond their epochs {sum(r.seconds - r.epoch_seconds for r in ran) / len(ran):.2f} s a cell)" \
+        if ran and options.nproc == 1 else ""
+    print(f"{len(ran)} run{overhead}, {sum(r.status == SKIPPED for r in results)} already done, {len(failed)} "
+          f"failed; outcomes in {os.path.join(sweep_dir, 'cells.csv')}")
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(1 if any(r.status == FAILED for r in main()) else 0)

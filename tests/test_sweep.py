@@ -1,0 +1,67 @@
+"""scripts.sweep: a grid of cells in long-lived workers equals the same runs one by one; resumable; failures."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+import run
+from scripts import sweep
+from tests.conftest import REPO, metrics_of
+
+
+def test_an_axis_is_several_values_or_a_comma_list_and_list_valued_flags_stay_whole():
+    cells = sweep.expand(["--model", "a,b", "--nonautoregressive", "--seed", "1", "2", "3", "--horizons", "1,8"],
+                         whole={"--horizons"})
+    assert len(cells) == 6 and cells[0] == ["--model", "a", "--nonautoregressive", "--seed", "1", "--horizons", "1,8"]
+    assert [c[1] for c in cells] == ["a"] * 3 + ["b"] * 3 and [c[4] for c in cells[:3]] == ["1", "2", "3"]
+    assert "--horizons" in sweep.list_valued_flags()  # Time-MoE's comma-list hyper-parameter
+    with pytest.raises(ValueError, match="comes before any flag"):
+        sweep.expand(["dlinear", "--seed", "1"])
+    assert sweep.label(["--model", "x", "--data", "ETTh1", "--output_token_len", "96", "--seed", "3", "--seed", "4"]) \
+        == "x_ETTh1_96_s4"  # the last value given wins, as in run.py
+
+
+def test_paper_cells_are_the_scripts_commands_with_the_data_root():
+    from scripts import make_scripts
+    cells, notes = sweep.paper_cells(["dlinear", "cyclenet"], ["ETTh1", "Exchange"], "/data")
+    dlinear_etth1 = [c for c in cells if c[1] == "dlinear" and "ETTh1" in c]
+    assert len(dlinear_etth1) == 4 and dlinear_etth1[0][:8] == [
+        "--model", "dlinear", "--model_id", "ETTh1", "--data", "ETTh1", "--root_path", "/data/ETT-small/"]
+    assert dlinear_etth1[0][8:] == make_scripts.run_flags("dlinear", "ETTh1", 96)[8:]
+    assert notes == ["cyclenet has no paper setting on Exchange"]
+
+
+@pytest.mark.slow
+def test_a_grid_on_two_workers_equals_the_runs_one_by_one_resumes_and_reports_failures(tiny_args, tmp_path):
+    common = ["--nonautoregressive", "--train_epochs", "1", *tiny_args[:6], "--seq_len", "48",
+              "--output_token_len", "16", "--device", "cpu"]
+    where = ["--results_dir", str(tmp_path / "sweep"), "--checkpoints", str(tmp_path / "sweep_ckpt")]
+    # part of the grid run before, one by one: the sweep skips those cells
+    before = {seed: run.main(["--model", "nlinear", "--seed", str(seed), *common, *where])[0]["metrics"]
+              for seed in (1, 2)}
+    written = {seed: os.stat(tmp_path / "sweep" / m["setting"] / m["test"] / "metrics.json").st_mtime_ns
+               for seed, m in before.items()}
+    proc = subprocess.run([sys.executable, "-m", "scripts.sweep", "--workers", "2", "--quiet", "--model",
+                           "dlinear,nlinear,no_such_model", "--seed", "1", "2", *common, *where],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a failed cell: the others ran, the exit code says so
+    outcomes = {row["cell"]: row for row in csv.DictReader(open(tmp_path / "sweep" / "sweep" / "cells.csv"))}
+    assert [o["outcome"] for o in outcomes.values()] == ["done", "done", "skipped", "skipped", "failed", "failed"]
+    assert "unknown model 'no_such_model'" in outcomes["004_no_such_model_custom_16_s1"]["error"]
+    assert "failed: 004_no_such_model_custom_16_s1: ConfigError: unknown model" in proc.stderr
+    assert "2 run (beyond their epochs" in proc.stdout and "2 already done, 2 failed" in proc.stdout and "| dlinear | 48 | 2:" in proc.stdout  # the report
+    assert os.path.getsize(tmp_path / "sweep" / "sweep" / "logs" / "000_dlinear_custom_16_s1.log") > 0
+    swept = {(m["model"], m["seed"]): m for m in metrics_of(tmp_path / "sweep")}
+    assert sorted(swept) == [("dlinear", 1), ("dlinear", 2), ("nlinear", 1), ("nlinear", 2)]
+    for seed, m in before.items():  # skipped cells are left as they were
+        assert swept["nlinear", seed]["mse"] == m["mse"]
+        assert os.stat(tmp_path / "sweep" / m["setting"] / m["test"] / "metrics.json").st_mtime_ns == written[seed]
+    # the cells the sweep ran, run one by one with run.py: the same runs, the same metrics
+    for seed in (1, 2):
+        alone = run.main(["--model", "dlinear", "--seed", str(seed), *common, "--results_dir",
+                          str(tmp_path / "alone"), "--checkpoints", str(tmp_path / "alone_ckpt")])[0]["metrics"]
+        assert alone["setting"] == swept["dlinear", seed]["setting"]
+        for k in ("mse", "mae"):
+            assert alone[k] == pytest.approx(swept["dlinear", seed][k], rel=1e-6), (seed, k)
