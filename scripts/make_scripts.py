@@ -19,6 +19,7 @@ SETTINGS = os.path.join(HERE, "reproduce", "paper_settings.json")
 REFERENCE = os.path.join(HERE, "reproduce", "paper_results.csv")
 
 LONG = (96, 192, 336, 720)
+ILI_HORIZONS = (24, 36, 48, 60)
 DATASETS = {  # --data (its file is the registry's): (folder under DATA_ROOT, horizons)
     "ETTh1": ("ETT-small", LONG),
     "ETTh2": ("ETT-small", LONG),
@@ -28,7 +29,7 @@ DATASETS = {  # --data (its file is the registry's): (folder under DATA_ROOT, ho
     "ECL": ("electricity", LONG),
     "Traffic": ("traffic", LONG),
     "Exchange": ("exchange_rate", LONG),
-    "ILI": ("illness", (24, 36, 48, 60)),
+    "ILI": ("illness", ILI_HORIZONS),
 }
 
 SOURCES = {
@@ -45,12 +46,12 @@ SOURCES = {
     "sparsetsf": "Lin et al., ICML 2024; official scripts/SparseTSF/linear (model_type linear)",
     "segrnn": "Lin et al., 2023; official scripts/SegRNN of the IoT-J version (MSE loss)",
     "cyclenet": "Lin et al., NeurIPS 2024; official scripts/CycleNet/Linear-Input-96 (type3 = x0.8 after 3 epochs)",
-    "timexer": "Wang et al., NeurIPS 2024; official scripts/multivariate/ETT/TimeXer_ETTh1.sh (= TSLib's)",
+    "timexer": "Wang et al., NeurIPS 2024; official scripts/multivariate/{script} (= TSLib's)",
     "time_moe": "Shi et al., ICLR 2025; trained from scratch at a CPU size (the paper pre-trains, then fine-tunes)",
-    "informer": "Zhou et al., AAAI 2021; TSLib's Informer_ETTh1.sh (lookback 96, the baseline setting of later papers)",
-    "autoformer": "Wu et al., NeurIPS 2021; TSLib's Autoformer_ETTh1.sh (lookback 96)",
-    "fedformer": "Zhou et al., ICML 2022; TSLib's FEDformer_ETTh1.sh (lookback 96; TSLib's code fixes 32 random modes)",
-    "crossformer": "Zhang & Yan, ICLR 2023; TSLib's Crossformer_ETTh1.sh (lookback 96: iTransformer's baseline table)",
+    "informer": "Zhou et al., AAAI 2021; TSLib's {script} (lookback 96, the baseline setting of later papers)",
+    "autoformer": "Wu et al., NeurIPS 2021; TSLib's {script} (lookback 96)",
+    "fedformer": "Zhou et al., ICML 2022; TSLib's {script} (lookback 96; TSLib's code fixes 32 random modes)",
+    "crossformer": "Zhang & Yan, ICLR 2023; TSLib's {script} (lookback 96: iTransformer's baseline table)",
     "tide": "Das et al., TMLR 2023; official google-research tide/scripts/<dataset>.sh (lookback 720)",
     "tsmixer": "Chen et al., TMLR 2023; official google-research tsmixer/tsmixer_basic/run_tuned_hparam.sh "
                "(tsmixer_rev_in, lookback 512) and its run.py's defaults (batch 32, constant lr, patience 5)",
@@ -58,8 +59,33 @@ SOURCES = {
 AUTOREGRESSIVE = {"timer", "timer_xl", "time_moe"}
 
 
+def _tslib_script(name):
+    """TSLib's long-term script of a model per dataset: ETT_script/<name>_<dataset>.sh, <dataset>_script/<name>.sh."""
+    return lambda ds: f"{name}_{ds}.sh" if ds.startswith("ETT") else f"{ds}_script/{name}.sh"
+
+
+SCRIPT_FILES = {  # the official script a SOURCES entry's {script} names, per dataset
+    "timexer": lambda ds: f"ETT/TimeXer_{ds}.sh" if ds.startswith("ETT") else f"{ds}/TimeXer.sh",
+    "informer": _tslib_script("Informer"), "autoformer": _tslib_script("Autoformer"),
+    "fedformer": _tslib_script("FEDformer"), "crossformer": _tslib_script("Crossformer")}
+
+
 def _flags(**kw) -> dict:
     return kw
+
+
+def _by_horizon(values, horizons=LONG):
+    """The values a script's lines give at each horizon: one value where they agree, else {horizon: value}."""
+    return values[0] if len(set(values)) == 1 else dict(zip(horizons, values))
+
+
+def _hourly_calendar(ds, flags, notes):
+    """The official run.py's default --freq h (TSLib's, TimeXer's): hourly calendar features of sub-hourly data too,
+    where ours would add the minute; for the models that read calendar features."""
+    if ds in ("ETTm1", "ETTm2", "Weather"):
+        flags["freq"] = "h"
+        notes.append("--freq h as the official run.py's default: hourly calendar features of this sub-hourly data")
+    return flags, notes
 
 
 def dlinear(ds):
@@ -97,27 +123,29 @@ def itransformer(ds):
     size = {"ETTh1": (2, 256), "Weather": (3, 512), "ECL": (3, 512), "Traffic": (4, 512)}.get(ds, (2, 128))
     lr = {"ECL": 0.0005, "Traffic": 0.001}.get(ds, 0.0001)
     notes = ["not in the paper: lookback 36 as in TSLib's ILI scripts"] if ds == "ILI" else []
-    return _flags(seq_len=36 if ds == "ILI" else 96, e_layers=size[0], d_model=size[1], d_ff=size[1], n_heads=8,
-                  dropout=0.1, activation="gelu", use_norm=True, batch_size=16 if ds in ("ECL", "Traffic") else 32,
-                  learning_rate=lr, train_epochs=10, patience=3, lradj="type1"), notes
+    return _hourly_calendar(ds, _flags(
+        seq_len=36 if ds == "ILI" else 96, e_layers=size[0], d_model=size[1], d_ff=size[1], n_heads=8, dropout=0.1,
+        activation="gelu", use_norm=True, batch_size=16 if ds in ("ECL", "Traffic") else 32, learning_rate=lr,
+        train_epochs=10, patience=3, lradj="type1"), notes)
 
 
 def timesnet(ds):
     size = {"ETTh1": (16, 32), "ETTm1": (64, 64), "ECL": (256, 512), "Traffic": (512, 512), "Exchange": (64, 64),
             "ILI": (768, 768)}.get(ds, (32, 32))
-    return _flags(seq_len=36 if ds == "ILI" else 96, e_layers=2, d_model=size[0], d_ff=size[1], top_k=5,
-                  num_kernels=6, dropout=0.1, use_norm=True, batch_size=32, learning_rate=0.0001, train_epochs=10,
-                  patience=3, lradj="type1"), []
+    return _hourly_calendar(ds, _flags(
+        seq_len=36 if ds == "ILI" else 96, e_layers=2, d_model=size[0], d_ff=size[1], top_k=5, num_kernels=6,
+        dropout=0.1, use_norm=True, batch_size=32, learning_rate=0.0001, train_epochs=10, patience=3,
+        lradj="type1"), [])
 
 
 def timemixer(ds):
     size = {"ETTm2": (32, 32), "Traffic": (32, 64)}.get(ds, (16, 32))
     batch = {"ETTm1": 16, "ECL": 32, "Traffic": 8, "Exchange": 32, "ILI": 32}.get(ds, 128)
     notes = ["not in the paper: the ETT settings"] if ds in ("Exchange", "ILI") else []
-    return _flags(seq_len=104 if ds == "ILI" else 96, e_layers=3 if ds in ("ECL", "Traffic") else 2,
-                  d_model=size[0], d_ff=size[1], down_sampling_layers=3, down_sampling_window=2, moving_avg=25,
-                  dropout=0.1, use_norm=True, batch_size=batch, learning_rate=0.01, train_epochs=10, patience=10,
-                  lradj="TST", pct_start=0.2), notes  # no official script sets lradj: its run.py's OneCycle
+    return _hourly_calendar(ds, _flags(  # no official script sets lradj: its run.py's OneCycle
+        seq_len=104 if ds == "ILI" else 96, e_layers=3 if ds in ("ECL", "Traffic") else 2, d_model=size[0],
+        d_ff=size[1], down_sampling_layers=3, down_sampling_window=2, moving_avg=25, dropout=0.1, use_norm=True,
+        batch_size=batch, learning_rate=0.01, train_epochs=10, patience=10, lradj="TST", pct_start=0.2), notes)
 
 
 def timer(ds):
@@ -162,17 +190,30 @@ def rlinear(ds):
 
 
 def sparsetsf(ds):
-    if ds != "ETTh1":
-        return None  # the other datasets' official settings are not transcribed yet
-    return _flags(seq_len=720, period_len=24, model_type="linear", batch_size=256, learning_rate=0.02,
-                  train_epochs=30, patience=5, lradj="type3_08"), []
+    # scripts/SparseTSF/linear/<dataset>.sh: period_len, batch_size, learning_rate
+    official = {"ETTh1": (24, 256, 0.02), "ETTh2": (24, 256, 0.03), "ETTm1": (4, 256, 0.02), "ETTm2": (4, 256, 0.02),
+                "Weather": (4, 256, 0.02), "ECL": (24, 128, 0.02), "Traffic": (24, 128, 0.03)}.get(ds)
+    if official is None:
+        return None  # no official script (Solar, not run here, has one)
+    period_len, batch_size, learning_rate = official
+    return _flags(seq_len=720, period_len=period_len, model_type="linear", batch_size=batch_size,
+                  learning_rate=learning_rate, train_epochs=30, patience=5, lradj="type3_08"), []
 
 
 def segrnn(ds):
-    if ds != "ETTh1":
-        return None  # the other datasets' official settings are not transcribed yet
-    return _flags(seq_len=720, seg_len=24, d_model=512, dropout=0.1, dec_way="pmf", batch_size=64,
-                  learning_rate=0.0003, train_epochs=30, patience=5, lradj="type3_08"), []
+    # scripts/SegRNN/<dataset>.sh: seg_len, dropout, revin (use_norm), channel_id, batch_size, learning_rate
+    official = {"ETTh1": (24, 0.1, False, 1, 64, 0.0003), "ETTh2": (24, 0.5, False, 0, 64, 0.0003),
+                "ETTm1": (48, 0.5, False, 1, 256, 0.0003), "ETTm2": (48, 0.5, False, 0, 256, 0.0003),
+                "Weather": (48, 0.1, True, 1, 128, 0.0001), "ECL": (48, 0.1, True, 1, 32, 0.0003),
+                "Traffic": (48, 0.1, True, 0, 8, 0.001)}.get(ds)
+    if official is None:
+        return None  # no script of the IoT-J version (ill.sh predates it, from the MAE-loss version)
+    seg_len, dropout, revin, channel_id, batch_size, learning_rate = official
+    notes = [] if channel_id else ["the official script turns the channel embedding off (--channel_id 0); "
+                                   "our segrnn always has it"]
+    return _flags(seq_len=720, seg_len=seg_len, d_model=512, dropout=dropout, dec_way="pmf", use_norm=revin,
+                  batch_size=batch_size, learning_rate=learning_rate, train_epochs=30, patience=5,
+                  lradj="type3_08"), notes
 
 
 def cyclenet(ds):
@@ -184,12 +225,22 @@ def cyclenet(ds):
 
 
 def timexer(ds):
-    if ds != "ETTh1":
-        return None  # the other datasets' official settings are not transcribed yet
-    return _flags(seq_len=96, patch_len=16, e_layers={96: 1, 192: 2, 336: 1, 720: 1},
-                  d_model={96: 256, 192: 128, 336: 512, 720: 256}, d_ff={96: 2048, 192: 2048, 336: 1024, 720: 1024},
-                  n_heads=8, dropout=0.1, activation="gelu", use_norm=True, batch_size={96: 4, 192: 4, 336: 16, 720: 16},
-                  learning_rate=0.0001, train_epochs=10, patience=3, lradj="type1"), []
+    # scripts/multivariate/<dataset>/TimeXer*.sh, a line per horizon: e_layers, d_model, d_ff, batch_size (its
+    # run.py's d_model 512, d_ff 2048, batch 32 where a line leaves one out)
+    lines = {"ETTh1": ((1, 256, 2048, 4), (2, 128, 2048, 4), (1, 512, 1024, 16), (1, 256, 1024, 16)),
+             "ETTh2": ((1, 256, 1024, 16), (1, 256, 1024, 32), (2, 512, 1024, 4), (2, 256, 1024, 16)),
+             "ETTm1": ((1, 256, 2048, 4), (1, 256, 256, 4), (1, 256, 1024, 4), (1, 256, 512, 4)),
+             "ETTm2": ((1, 256, 2048, 32), (1, 256, 1024, 16), (1, 512, 1024, 32), (1, 512, 2048, 32)),
+             "Weather": ((1, 256, 512, 4), (3, 128, 1024, 4), (1, 256, 2048, 4), (1, 128, 2048, 4)),
+             "ECL": ((4, 512, 512, 4), (3, 512, 2048, 4), (4, 512, 2048, 4), (3, 512, 2048, 4)),
+             "Traffic": ((3, 512, 512, 16), (3, 512, 512, 16), (2, 512, 512, 16), (2, 512, 512, 16))}.get(ds)
+    if lines is None:
+        return None  # no official script
+    e_layers, d_model, d_ff, batch_size = (_by_horizon(column) for column in zip(*lines))
+    flags = _flags(seq_len=96, patch_len=16, e_layers=e_layers, d_model=d_model, d_ff=d_ff, n_heads=8, dropout=0.1,
+                   activation="gelu", use_norm=True, batch_size=batch_size,
+                   learning_rate=0.001 if ds == "Traffic" else 0.0001, train_epochs=10, patience=3, lradj="type1")
+    return _hourly_calendar(ds, flags, [])
 
 
 def time_moe(ds):
@@ -202,29 +253,50 @@ def time_moe(ds):
          "parameters on 300B points), lookback and schedule as Timer-XL's scripts, lr 1e-3 chosen here"]
 
 
-def _tslib_encoder_decoder(ds, **model_flags):
-    """TSLib's ETT scripts for the encoder-decoders: lookback 96, its run.py's defaults for the rest."""
-    if ds != "ETTh1":
-        return None  # the other datasets' scripts are not transcribed yet
-    return _flags(seq_len=96, e_layers=2, d_model=512, n_heads=8, d_ff=2048, dropout=0.1, activation="gelu",
-                  **model_flags, batch_size=32, learning_rate=0.0001, train_epochs=10, patience=3, lradj="type1"), []
+def _tslib_encoder_decoder(ds, script, **model_flags):
+    """TSLib's long-term scripts for the encoder-decoders: lookback 96 (36 on ILI), the model's flags as its ETT
+    scripts set them, `script` what a dataset's script sets otherwise, its run.py's defaults for the rest."""
+    flags = _flags(seq_len=36 if ds == "ILI" else 96, e_layers=2, d_model=512, n_heads=8, d_ff=2048, dropout=0.1,
+                   activation="gelu", **model_flags, batch_size=32, learning_rate=0.0001, train_epochs=10, patience=3,
+                   lradj="type1")
+    flags.update(script)
+    notes = ["lookback 36, not 96: TSLib's ILI scripts' setting"] if ds == "ILI" else []
+    if flags["train_epochs"] != 10:
+        notes.append("train_epochs as TSLib's script sets them, below its run.py's 10")
+    return flags, notes
 
 
 def informer(ds):
-    return _tslib_encoder_decoder(ds, d_layers=1, label_len=48, factor=3, variant="tslib")
+    if ds not in ("ETTh1", "ECL"):
+        return None  # TSLib has Informer scripts for ETTh1 and ECL only
+    return _tslib_encoder_decoder(ds, {}, d_layers=1, label_len=48, factor=3, variant="tslib")
 
 
 def autoformer(ds):
-    return _tslib_encoder_decoder(ds, d_layers=1, label_len=48, factor=3, moving_avg=25)
+    script = {"ETTm2": {"factor": 1}, "Weather": {"train_epochs": _by_horizon((2, 10, 10, 10))},
+              "Traffic": {"train_epochs": 3}, "Exchange": {"train_epochs": _by_horizon((10, 1, 1, 10))},
+              "ILI": {"label_len": 18}}.get(ds, {})
+    return _hourly_calendar(ds, *_tslib_encoder_decoder(ds, script, d_layers=1, label_len=48, factor=3,
+                                                        moving_avg=25))
 
 
 def fedformer(ds):
-    return _tslib_encoder_decoder(ds, d_layers=1, label_len=48, moving_avg=25, modes=32, mode_select="random")
+    if ds not in ("ETTh1", "ECL"):
+        return None  # TSLib has FEDformer scripts for ETTh1 and ECL only
+    return _tslib_encoder_decoder(ds, {}, d_layers=1, label_len=48, moving_avg=25, modes=32, mode_select="random")
 
 
 def crossformer(ds):
-    # TSLib's port fixes seg_len 12 and reads --factor as the router count
-    return _tslib_encoder_decoder(ds, seg_len=12, router_factor=3, win_size=2)
+    # TSLib's port fixes seg_len 12 and reads --factor as the router count: its run.py's 1 where a script omits it
+    script = {"ETTm1": {"router_factor": 1}, "ETTm2": {"router_factor": 1},
+              "Weather": {"d_model": 32, "d_ff": 32, "train_epochs": _by_horizon((10, 1, 10, 1))},
+              "ECL": {"d_model": 256, "d_ff": 512, "batch_size": 16},
+              "Traffic": {"n_heads": 2, "batch_size": 4},
+              "Exchange": {"d_model": _by_horizon((64, 64, 32, 32)), "d_ff": _by_horizon((64, 64, 32, 32)),
+                           "train_epochs": _by_horizon((10, 10, 1, 1))},
+              "ILI": {"d_model": 768, "d_ff": 768,
+                      "dropout": _by_horizon((0.6, 0.1, 0.1, 0.1), ILI_HORIZONS)}}.get(ds, {})
+    return _tslib_encoder_decoder(ds, script, seg_len=12, router_factor=3, win_size=2)
 
 
 def _etth1_tide(first, second):
@@ -324,7 +396,8 @@ def script(model: str, ds: str) -> str:
     folder, horizons = DATASETS[ds]
     flags, notes = MODELS[model](ds)
     where = f'--data {ds} --root_path "$DATA_ROOT/{folder}/"'
-    lines = ["#!/usr/bin/env bash", f"# {model} on {ds}: {SOURCES[model]}."]
+    source = SOURCES[model].format(script=SCRIPT_FILES[model](ds)) if model in SCRIPT_FILES else SOURCES[model]
+    lines = ["#!/usr/bin/env bash", f"# {model} on {ds}: {source}."]
     lines += [f"# Note: {n}." for n in notes]
     lines += ["# Generated by scripts/make_scripts.py; extra arguments are passed to run.py.",
               "set -euo pipefail", 'cd "$(dirname "$0")/../.."', "source scripts/launch.sh", ""]
