@@ -43,16 +43,28 @@ class Capabilities:
     aux_loss: bool = False
 
 
-def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None):
+@dataclass(frozen=True)
+class Search:
+    """Where tuning (scripts/tune.py) looks for a hyper-parameter by default: one of `choices`, or a value in
+    [low, high] (an integer when the parameter is one; on a log scale if log)."""
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    choices: tuple | None = None
+
+
+def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None, search: Search | None = None):
     """A hyper-parameter field of a model's Config: the flag's default and help text, the contract test's
-    small value (`tiny`, default: the default), and what is valid: low <= value (< high), or one of choices."""
+    small value (`tiny`, default: the default), what is valid: low <= value (< high), or one of choices, and
+    the default search range of tuning (none: not tuned unless asked)."""
     return field(default=default, metadata={"help": help, "tiny": default if tiny is None else tiny,
-                                            "low": low, "high": high, "choices": choices})
+                                            "low": low, "high": high, "choices": choices, "search": search})
 
 
 # Hyper-parameters many models share: one definition, one help text.
 def d_model(default: int = 512):
-    return hparam(default, "width of token embeddings / hidden layers", tiny=16, low=1)
+    return hparam(default, "width of token embeddings / hidden layers", tiny=16, low=1,
+                  search=Search(choices=(64, 128, 256, 512)))
 
 
 def n_heads(default: int = 8):
@@ -60,7 +72,7 @@ def n_heads(default: int = 8):
 
 
 def e_layers(default: int = 1):
-    return hparam(default, "number of encoder layers", tiny=1, low=1)
+    return hparam(default, "number of encoder layers", tiny=1, low=1, search=Search(1, 4))
 
 
 def d_ff(default: int = 2048):
@@ -68,7 +80,7 @@ def d_ff(default: int = 2048):
 
 
 def dropout(default: float = 0.1):
-    return hparam(default, "dropout probability", tiny=0.0, low=0.0, high=1.0)
+    return hparam(default, "dropout probability", tiny=0.0, low=0.0, high=1.0, search=Search(0.0, 0.5))
 
 
 def activation(default: str = "relu"):

@@ -173,7 +173,8 @@ def _last_error(log_path: str) -> str:
     return lines[-1] if lines else "the job failed (see its log)"
 
 
-def _worker(tasks, outcomes, threads: int, nproc: int) -> None:
+def prepare_worker(threads: int) -> None:
+    """A process about to run many cells: imports once what every run needs, then freezes the collector."""
     import torch  # noqa: PLC0415 - after the parent set this worker's devices
     import torch._dynamo  # noqa: F401, PLC0415 - what every run imports lazily (its optimizer, TensorBoard), once
     import torch.utils.tensorboard  # noqa: F401, PLC0415
@@ -182,6 +183,10 @@ def _worker(tasks, outcomes, threads: int, nproc: int) -> None:
     # Everything imported so far lives as long as the worker: the collector need not scan it again at every
     # cell (run.main collects garbage after each run, which would cost ~0.4 s a cell over torch's objects).
     gc.freeze()
+
+
+def _worker(tasks, outcomes, threads: int, nproc: int) -> None:
+    prepare_worker(threads)
     while True:
         task = tasks.get()
         if task is None:
@@ -209,12 +214,49 @@ def plan_workers(nproc: int, devices: list | None) -> tuple:
     return workers, max(cores // (workers * nproc), 1), None
 
 
+def run_group(tasks: list, threads: int, nproc: int) -> list:
+    """[(argv, log path)] run one after the other in this process: one task of a job array."""
+    prepare_worker(threads)
+    return [run_cell(argv, log_path, nproc) for argv, log_path in tasks]
+
+
+def submit(cells: list, sweep_dir: str, tasks: int, threads: int, nproc: int, executor_kind: str,
+           parameters: dict) -> list:
+    """The cells as a job array through submitit (`slurm`, or `local`: processes on this machine), dealt
+    round-robin to `tasks` array tasks that each run their share like a worker; waits for them. The results
+    folder must be on storage every node sees; a task's cells are skipped or resumed there as in a sweep."""
+    import submitit  # noqa: PLC0415
+    names = cell_names(cells)
+    logs = [os.path.join(sweep_dir, "logs", f"{n}.log") for n in names]
+    groups = [list(range(t, len(cells), tasks)) for t in range(min(tasks, len(cells)))]
+    executor = submitit.AutoExecutor(folder=os.path.join(sweep_dir, "submitit"), cluster=executor_kind)
+    executor.update_parameters(**parameters)
+    jobs = executor.map_array(run_group, [[(cells[i], logs[i]) for i in g] for g in groups],
+                              [threads] * len(groups), [nproc] * len(groups))
+    print(f"submitted {len(jobs)} array tasks ({executor_kind}): {jobs[0].job_id.split('_')[0]}")
+    results = [None] * len(cells)
+    for group, job in zip(groups, jobs):
+        try:
+            outcomes = job.results()[0]
+        except Exception as e:  # noqa: BLE001 - a task that died (time limit, node failure): its cells failed
+            outcomes = [Outcome(FAILED, 0.0, 0.0, f"array task {job.job_id} failed: {str(e).splitlines()[-1]}")] \
+                * len(group)
+        for i, outcome in zip(group, outcomes):
+            results[i] = outcome
+            if outcome.error:
+                print(f"failed: {names[i]}: {outcome.error}", file=sys.stderr)
+    return results
+
+
+def cell_names(cells: list) -> list:
+    return [f"{i:03d}_{label(argv)}" for i, argv in enumerate(cells)]
+
+
 def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 1, gpus: list | None = None,
           progress: bool = True) -> list:
     """Run every cell; returns their Outcomes in cell order."""
     from tqdm import tqdm  # noqa: PLC0415
-    names = [label(argv) for argv in cells]
-    names = [f"{i:03d}_{n}" for i, n in enumerate(names)]
+    names = cell_names(cells)
     context = multiprocessing.get_context("spawn")  # no inherited torch state, threads or CUDA context
     tasks, outcomes = context.Queue(), context.Queue()
     for i, argv in enumerate(cells):
@@ -269,7 +311,6 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
             p.join(timeout=10)
             if p.is_alive():
                 p.terminate()
-    _write_outcomes(os.path.join(sweep_dir, "cells.csv"), names, cells, results)
     return results
 
 
@@ -299,6 +340,12 @@ def parse(argv: list) -> tuple:
     p.add_argument("--data_root", default=os.environ.get("DATA_ROOT", "./dataset"),
                    help="folder of the benchmark datasets for --paper (default $DATA_ROOT or ./dataset)")
     p.add_argument("--sweep_dir", help="where logs and cells.csv go (default: RESULTS_DIR/sweep)")
+    p.add_argument("--submit", choices=("slurm", "local"), help="submit the cells as a job array through submitit "
+                   "(local: processes on this machine, for trying it) instead of running workers here")
+    p.add_argument("--tasks", type=int, default=4, help="with --submit: array tasks the cells are dealt to (4)")
+    p.add_argument("--partition", help="with --submit slurm: the partition")
+    p.add_argument("--gpus_per_task", type=int, default=0, help="with --submit slurm: GPUs of each task")
+    p.add_argument("--timeout_min", type=int, default=60, help="with --submit: time limit of a task in minutes")
     p.add_argument("--dry_run", action="store_true", help="print the cells and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_known_args(argv)
@@ -330,8 +377,19 @@ def main(argv=None) -> list:
     from exp.flags import parse_args  # noqa: PLC0415 - where results go, as run.py decides it
     results_dir = parse_args(cells[0]).results_dir
     sweep_dir = options.sweep_dir or os.path.join(results_dir, "sweep")
-    print(f"{len(cells)} cells on {workers} workers x {threads} threads; logs in {sweep_dir}/logs")
-    results = sweep(cells, sweep_dir, workers, threads, options.nproc, gpus, progress=not options.quiet)
+    workers = min(workers, len(cells))
+    if options.submit:
+        parameters = {"timeout_min": options.timeout_min, **({"slurm_partition": options.partition}
+                                                              if options.partition else {}),
+                      "cpus_per_task": threads * options.nproc, "gpus_per_node": options.gpus_per_task,
+                      "slurm_array_parallelism": options.tasks}
+        if options.submit == "local":  # the local executor knows no SLURM parameters
+            parameters = {"timeout_min": options.timeout_min}
+        results = submit(cells, sweep_dir, options.tasks, threads, options.nproc, options.submit, parameters)
+    else:
+        print(f"{len(cells)} cells on {workers} workers x {threads} threads; logs in {sweep_dir}/logs")
+        results = sweep(cells, sweep_dir, workers, threads, options.nproc, gpus, progress=not options.quiet)
+    _write_outcomes(os.path.join(sweep_dir, "cells.csv"), cell_names(cells), cells, results)
     failed = [r for r in results if r.status == FAILED]
     ran = [r for r in results if r.status == DONE]
     from utils import report  # noqa: PLC0415

@@ -65,3 +65,17 @@ def test_a_grid_on_two_workers_equals_the_runs_one_by_one_resumes_and_reports_fa
         assert alone["setting"] == swept["dlinear", seed]["setting"]
         for k in ("mse", "mae"):
             assert alone[k] == pytest.approx(swept["dlinear", seed][k], rel=1e-6), (seed, k)
+
+
+@pytest.mark.slow
+def test_a_job_array_through_submitits_local_executor_skips_runs_and_fails_cells_alone(tiny_args, tmp_path):
+    common = ["--nonautoregressive", "--train_epochs", "1", *tiny_args[:6], "--seq_len", "48", "--output_token_len",
+              "16", "--device", "cpu", "--results_dir", str(tmp_path / "r"), "--checkpoints", str(tmp_path / "c")]
+    run.main(["--model", "dlinear", "--seed", "1", *common])  # done before: the array task skips it
+    results = sweep.main(["--submit", "local", "--tasks", "2", "--threads", "1", "--model", "dlinear,no_such_model",
+                          "--seed", "1,2", *common])
+    assert [r.status for r in results] == ["skipped", "done", "failed", "failed"]
+    assert sorted(m["seed"] for m in metrics_of(tmp_path / "r")) == [1, 2]
+    rows = list(csv.DictReader(open(tmp_path / "r" / "sweep" / "cells.csv")))
+    assert [r["outcome"] for r in rows] == ["skipped", "done", "failed", "failed"]
+    assert os.path.isdir(tmp_path / "r" / "sweep" / "submitit")  # the array's own logs and pickles

@@ -1,0 +1,276 @@
+"""Tune a model's hyper-parameters with Optuna on the validation loss, then retrain the best with several seeds.
+
+    python -m scripts.tune --trials 30 --workers 2 <run.py flags of the base configuration>
+    python -m scripts.tune --trials 30 --space learning_rate=1e-4:1e-2:log --space d_model=64,128,256 ...
+
+The search space is, by default, the learning rate (1e-5 to 1e-2, log scale) and every hyper-parameter the
+model declares a range for (`hparam(..., search=Search(...))` in its Config: d_model, e_layers and dropout for
+the models that have them); `--space NAME=LOW:HIGH[:log]` or `--space NAME=A,B,C` (repeatable) gives the whole
+space instead. A trial is one run of the base configuration with the trial's values (single process, in one
+of --workers long-lived processes); its objective is its best validation loss, reported to the pruner after
+every epoch, so a trial the median pruner finds worse than the finished ones at the same epoch (from the second
+on, once --prune_after trials have finished) stops early. The test
+split never drives the search: a trial's test is run (every run tests its best checkpoint) but not read.
+
+The study lives in Optuna storage: by default a journal file in tune/<study>/ beside the results folder (the
+trials' runs, logs and summary go there too, away from the final runs) that every
+worker shares (`--storage sqlite:///PATH` or a database URL for workers on several nodes, started with the
+same command). Running the command again continues the same study up to --trials. The TPE sampler is seeded
+(--seed; worker w uses seed + w): with one worker a study is reproducible from its seed; with several, which
+worker asks first depends on timing. At the end: trials.csv (every trial's values, state, best validation loss
+and its curve), summary.md (the best configuration, the parameters' importances), history.png (the
+optimisation history), then the best configuration is trained with --final_seeds through scripts.sweep
+(into the base configuration's results folder) and the report printed.
+"""
+import argparse
+import contextlib
+import csv
+import gc
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import sys
+
+from scripts import sweep
+
+DEFAULT_SPACE = {"learning_rate": (1e-5, 1e-2, True, None)}  # the framework's own: every model has an lr
+
+
+def _flag_type(name: str):
+    from exp.flags import build_parser  # noqa: PLC0415
+    action = build_parser()._option_string_actions.get(f"--{name}")  # noqa: SLF001 - argparse has no public lookup
+    if action is None:
+        raise ValueError(f"--space {name}: run.py has no flag --{name}")
+    return action.type or str
+
+
+def parse_space(specs: list) -> dict:
+    """name -> (low, high, log, choices) from NAME=LOW:HIGH[:log] or NAME=A,B,C; values typed as the flag."""
+    space = {}
+    for spec in specs:
+        name, _, body = spec.partition("=")
+        kind = _flag_type(name)
+        if not body:
+            raise ValueError(f"--space {spec}: give NAME=LOW:HIGH[:log] or NAME=A,B,C")
+        if ":" in body:
+            low, high, *log = body.split(":")
+            if log not in ([], ["log"]) or kind not in (int, float):
+                raise ValueError(f"--space {spec}: a range is LOW:HIGH or LOW:HIGH:log, of a numeric flag")
+            space[name] = (kind(low), kind(high), bool(log), None)
+        else:
+            space[name] = (None, None, False, tuple(kind(v) for v in body.split(",")))
+    return space
+
+
+def model_space(model: str) -> dict:
+    """The default space: the learning rate and the ranges the model declares for its hyper-parameters."""
+    import models  # noqa: PLC0415
+    space = dict(DEFAULT_SPACE)
+    for f in models.hyperparameter_fields(models.model_class(model)):
+        search = f.metadata.get("search")
+        if search is not None:
+            space[f.name] = (search.low, search.high, search.log, search.choices)
+    return space
+
+
+def suggest(trial, name: str, spec: tuple):
+    low, high, log, choices = spec
+    if choices is not None:
+        return trial.suggest_categorical(name, list(choices))
+    if isinstance(low, int) and isinstance(high, int):
+        return trial.suggest_int(name, low, high, log=log)
+    return trial.suggest_float(name, float(low), float(high), log=log)
+
+
+def _flags(params: dict) -> list:
+    out = []
+    for name, value in params.items():
+        if isinstance(value, bool):
+            out.append(f"--{name}" if value else f"--no-{name}")
+        else:
+            out += [f"--{name}", str(value)]
+    return out
+
+
+class PruneOnValidation:
+    """Exp callback: each epoch's validation loss to the trial; stops the run when the pruner says so."""
+
+    def __init__(self, trial):
+        self.trial, self.curve = trial, []
+
+    def on_epoch_end(self, epoch: int, row: dict) -> None:
+        import optuna  # noqa: PLC0415
+        self.curve.append(row["vali_loss"])
+        self.trial.report(row["vali_loss"], epoch)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(f"pruned after epoch {epoch}: validation loss {row['vali_loss']:.6f}")
+
+
+def objective(trial, base: list, space: dict, tune_dir: str) -> float:
+    """One trial: the base run with the trial's values; its best validation loss."""
+    import run  # noqa: PLC0415
+    from utils.log import setup_logging  # noqa: PLC0415
+    params = {name: suggest(trial, name, spec) for name, spec in space.items()}
+    # each trial its own run (--des): two trials that draw the same values must not share a run folder
+    argv = [*base, *_flags(params), "--des", f"trial{trial.number}", "--results_dir", os.path.join(tune_dir, "trials"),
+            "--checkpoints", os.path.join(tune_dir, "checkpoints"), "--resume", "auto"]
+    trial.set_user_attr("command", " ".join(argv))
+    trial.set_user_attr("worker", os.getpid())
+    hook = PruneOnValidation(trial)
+    log_path = os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}.log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "a") as log, contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
+        setup_logging(0, True)
+        try:
+            history = run.main(argv, callbacks=[hook])[0]["history"]
+        finally:
+            trial.set_user_attr("vali_curve", hook.curve)
+            import logging  # noqa: PLC0415
+            logging.getLogger().handlers.clear()
+    return min(h["vali_loss"] for h in history)
+
+
+def storage_of(url: str | None, tune_dir: str):
+    """Optuna storage: a database URL as given, else the study's journal file (shared by the workers)."""
+    import optuna  # noqa: PLC0415
+    if url:
+        return url
+    os.makedirs(tune_dir, exist_ok=True)
+    backend = optuna.storages.journal.JournalFileBackend(os.path.join(tune_dir, "journal.log"))
+    return optuna.storages.JournalStorage(backend)
+
+
+def _worker(study_name: str, storage_url, tune_dir: str, base: list, space: dict, n_trials: int, seed: int,
+            threads: int, pruner: str, prune_after: int) -> None:
+    import optuna  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import torch._dynamo  # noqa: F401, PLC0415 - see scripts/sweep.py: imported once, then frozen
+    import torch.utils.tensorboard  # noqa: F401, PLC0415
+    import run  # noqa: F401, PLC0415
+    torch.set_num_threads(threads)
+    gc.freeze()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=study_name, storage=storage_of(storage_url, tune_dir),
+                              sampler=optuna.samplers.TPESampler(seed=seed), pruner=make_pruner(pruner, prune_after))
+    study.optimize(lambda t: objective(t, base, space, tune_dir), n_trials=n_trials, catch=(Exception,))
+
+
+def make_pruner(name: str, after: int):
+    """The median pruner: from its second epoch on, a trial stops when its validation loss is worse than the
+    median of the finished trials' at the same epoch, once `after` trials have finished."""
+    import optuna  # noqa: PLC0415
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    return optuna.pruners.MedianPruner(n_startup_trials=after, n_warmup_steps=2)
+
+
+def summarise(study, tune_dir: str) -> str:
+    """trials.csv, history.png and summary.md; returns the summary's text."""
+    import optuna  # noqa: PLC0415
+    from utils.files import write_atomic  # noqa: PLC0415
+    names = sorted({p for t in study.trials for p in t.params})
+    rows = [["trial", "state", "best_vali_loss", *names, "epochs", "vali_curve"]]
+    for t in study.trials:
+        curve = t.user_attrs.get("vali_curve", [])
+        rows.append([t.number, t.state.name, "" if t.value is None else f"{t.value:.6f}",
+                     *[t.params.get(n, "") for n in names], len(curve), json.dumps([round(v, 6) for v in curve])])
+    text = io.StringIO()
+    csv.writer(text).writerows(rows)
+    write_atomic(os.path.join(tune_dir, "trials.csv"), lambda f: f.write(text.getvalue().encode()))
+    states = {s.name: sum(t.state == s for t in study.trials) for s in optuna.trial.TrialState}
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    lines = [f"# Study {study.study_name}", "",
+             "Trials: " + ", ".join(f"{n} {k.lower()}" for k, n in states.items() if n) + "."]
+    if complete:
+        best = study.best_trial
+        lines += ["", f"Best: trial {best.number}, validation loss {best.value:.6f}, with "
+                  + " ".join(_flags(best.params)), "", f"`{best.user_attrs.get('command', '')}`"]
+        try:
+            importances = optuna.importance.get_param_importances(study)
+            lines += ["", "| parameter | importance (fANOVA) |", "|---|---|"]
+            lines += [f"| {k} | {v:.3f} |" for k, v in importances.items()]
+        except (RuntimeError, ValueError) as e:  # too few trials, or nothing varied
+            lines += ["", f"Importances: not computed ({e})."]
+        from optuna.visualization.matplotlib import plot_optimization_history  # noqa: PLC0415
+        with contextlib.redirect_stderr(io.StringIO()):  # its experimental-API warning
+            axes = plot_optimization_history(study)
+        axes.figure.savefig(os.path.join(tune_dir, "history.png"), dpi=100, bbox_inches="tight")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+        plt.close(axes.figure)
+    summary = "\n".join(lines) + "\n"
+    write_atomic(os.path.join(tune_dir, "summary.md"), lambda f: f.write(summary.encode()))
+    return summary
+
+
+def parse(argv: list) -> tuple:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)
+    p.add_argument("--trials", type=int, required=True, help="trials of the study in all (counting earlier runs)")
+    p.add_argument("--workers", type=int, help="processes running trials at once (default: one per CPU core)")
+    p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
+    p.add_argument("--space", action="append", default=[], help="NAME=LOW:HIGH[:log] or NAME=A,B,C (repeatable): "
+                   "the whole search space instead of the default one")
+    p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the study's folder)")
+    p.add_argument("--study", help="study name (default: from the model, data and a hash of the command)")
+    p.add_argument("--tune_dir", help="folder of the studies (default: tune/ beside the results folder)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler (worker w: seed + w)")
+    p.add_argument("--pruner", choices=("median", "none"), default="median")
+    p.add_argument("--prune_after", type=int, default=3, help="finished trials before the pruner compares (3)")
+    p.add_argument("--final_seeds", default="2021,2022,2023", help="seeds the best configuration is trained with "
+                   "('' to skip)")
+    return p.parse_known_args(argv)
+
+
+def main(argv=None) -> dict:
+    import optuna  # noqa: PLC0415
+    from exp.flags import parse_args  # noqa: PLC0415
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    options, tokens = parse(sys.argv[1:] if argv is None else argv)
+    cells = sweep.expand(tokens, sweep.list_valued_flags())
+    if len(cells) != 1:
+        raise SystemExit(f"error: tuning starts from one configuration; the flags make {len(cells)} (a list of "
+                         "values is a sweep's axis: use --space for what is searched)")
+    base = cells[0]
+    args = parse_args(base)
+    try:
+        space = parse_space(options.space) if options.space else model_space(args.model)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    digest = hashlib.sha256(json.dumps([base, sorted(space.items())], default=str).encode()).hexdigest()[:8]
+    study_name = options.study or f"{args.model}_{args.data}_{digest}"
+    # beside the results folder, not in it: the report of the final runs must not average the trials with them
+    tune_dir = os.path.join(options.tune_dir or os.path.join(os.path.dirname(os.path.abspath(args.results_dir)),
+                                                             "tune"), study_name)
+    storage = storage_of(options.storage, tune_dir)
+    study = optuna.create_study(study_name=study_name, storage=storage, direction="minimize", load_if_exists=True)
+    remaining = options.trials - sum(t.state.is_finished() for t in study.trials)
+    workers, threads, _ = sweep.plan_workers(1, None)
+    workers, threads = max(min(options.workers or workers, remaining), 1), options.threads or threads
+    print(f"study {study_name}: {remaining} trials to run on {workers} workers; space "
+          + ", ".join(f"{k} {v[3] if v[3] else f'{v[0]}..{v[1]}' + (' log' if v[2] else '')}" for k, v in space.items()))
+    if remaining > 0:
+        context = multiprocessing.get_context("spawn")
+        share = [remaining // workers + (w < remaining % workers) for w in range(workers)]
+        processes = [context.Process(target=_worker, args=(study_name, options.storage, tune_dir, base, space, n,
+                                                            options.seed + w, threads, options.pruner,
+                                                            options.prune_after))
+                     for w, n in enumerate(share) if n]
+        for p in processes:
+            p.start()
+        for p in processes:
+            p.join()
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    summary = summarise(study, tune_dir)
+    print(summary, end="")
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    seeds = [s for s in options.final_seeds.split(",") if s]
+    if complete and seeds:
+        best = _flags(study.best_trial.params)
+        sweep.main(["--quiet", *base, *best, "--seed", ",".join(seeds)])
+    return {"study": study, "tune_dir": tune_dir}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""scripts.tune: search spaces, and a 2-worker Optuna study on a shared journal file with pruning."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scripts import tune
+from tests.conftest import REPO, metrics_of
+
+
+def test_a_space_is_ranges_or_choices_typed_as_their_flags_and_models_declare_defaults():
+    space = tune.parse_space(["learning_rate=1e-4:1e-2:log", "d_model=64,128", "e_layers=1:3", "dropout=0:0.5"])
+    assert space == {"learning_rate": (1e-4, 1e-2, True, None), "d_model": (None, None, False, (64, 128)),
+                     "e_layers": (1, 3, False, None), "dropout": (0.0, 0.5, False, None)}
+    for bad, message in (("nope=1:2", "no flag --nope"), ("d_model", "NAME=LOW:HIGH"),
+                         ("d_model=1:2:lin", "LOW:HIGH:log"), ("model=a:b", "numeric flag")):
+        with pytest.raises(ValueError, match=message):
+            tune.parse_space([bad])
+    assert set(tune.model_space("dlinear")) == {"learning_rate"}  # a linear model declares no range
+    assert {"learning_rate", "d_model", "e_layers", "dropout"} <= set(tune.model_space("patchtst"))
+
+
+@pytest.mark.slow
+def test_two_workers_share_a_journal_study_prune_bad_trials_and_retrain_the_best(tiny_args, tmp_path):
+    """lr 1e-7 barely trains: once two trials have finished, such a trial is pruned at its second epoch. With
+    seed 44 the sampler gives each worker good, good, bad, bad (worker w's sampler is seeded 44 + w)."""
+    flags = ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "3", *tiny_args[:6], "--seq_len", "48",
+             "--output_token_len", "16", "--device", "cpu", "--results_dir", str(tmp_path / "results"),
+             "--checkpoints", str(tmp_path / "ckpt")]
+    proc = subprocess.run([sys.executable, "-m", "scripts.tune", "--trials", "8", "--workers", "2", "--seed", "44",
+                           "--prune_after", "2", "--space", "learning_rate=0.01,0.0000001", "--final_seeds", "1",
+                           *flags], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (study,) = os.listdir(tmp_path / "tune")
+    folder = tmp_path / "tune" / study
+    assert (folder / "journal.log").stat().st_size > 0 and (folder / "history.png").stat().st_size > 0
+    trials = list(csv.DictReader(open(folder / "trials.csv")))
+    assert len(trials) == 8 and "Trials: 4 complete, 4 pruned." in proc.stdout
+    for t in trials:
+        good = float(t["learning_rate"]) == 0.01
+        assert (t["state"], t["epochs"]) == (("COMPLETE", "3") if good else ("PRUNED", "2")), t
+    assert "Best: trial" in proc.stdout and "--learning_rate 0.01" in (folder / "summary.md").read_text()
+    import optuna
+    loaded = optuna.load_study(study_name=study, storage=tune.storage_of(None, str(folder)))
+    by_worker = {}
+    for t in sorted(loaded.trials, key=lambda t: t.number):
+        by_worker.setdefault(t.user_attrs["worker"], []).append(t.params["learning_rate"] == 0.01)
+    assert sorted(by_worker.values()) == [[True, True, False, False]] * 2  # two workers, each its seeded draws
+    # the best configuration, trained again with the final seed, is the one run in the results folder
+    (final,) = metrics_of(tmp_path / "results")
+    assert final["seed"] == 1 and final["effective_lr"] == 0.01
