@@ -84,8 +84,9 @@ def expand(tokens: list, whole: set = frozenset()) -> list:
     return cells
 
 
-def paper_cells(models_: list, datasets: list, data_root: str) -> tuple:
-    """(run.py argvs of the paper-setting scripts of these models on these datasets, notes on absent ones)."""
+def paper_cells(models_: list, datasets: list, data_root: str, horizons: list | None = None) -> tuple:
+    """(run.py argvs of the paper-setting scripts of these models on these datasets, at their benchmark horizons
+    or those of `horizons` among them; notes on absent ones)."""
     from scripts import make_scripts  # noqa: PLC0415
     cells, notes = [], []
     for model in models_:
@@ -98,7 +99,7 @@ def paper_cells(models_: list, datasets: list, data_root: str) -> tuple:
             if make_scripts.MODELS[model](ds) is None:
                 notes.append(f"{model} has no paper setting on {ds}")
                 continue
-            for horizon in make_scripts.DATASETS[ds][1]:
+            for horizon in (h for h in make_scripts.DATASETS[ds][1] if horizons is None or h in horizons):
                 argv = make_scripts.run_flags(model, ds, horizon)
                 at = argv.index("--root_path") + 1
                 argv[at] = argv[at].replace("./dataset", data_root.rstrip("/"), 1)
@@ -337,6 +338,7 @@ def parse(argv: list) -> tuple:
     p.add_argument("--devices", help="comma list of the GPU ids to use (default: every visible GPU)")
     p.add_argument("--paper", help="comma list of models: their paper-setting scripts' cells (with --datasets)")
     p.add_argument("--datasets", help="comma list of benchmark datasets for --paper")
+    p.add_argument("--horizons", help="comma list: --paper's cells at these of each dataset's horizons only")
     p.add_argument("--data_root", default=os.environ.get("DATA_ROOT", "./dataset"),
                    help="folder of the benchmark datasets for --paper (default $DATA_ROOT or ./dataset)")
     p.add_argument("--sweep_dir", help="where logs and cells.csv go (default: RESULTS_DIR/sweep)")
@@ -359,7 +361,9 @@ def main(argv=None) -> list:
     try:
         grid = expand(tokens, whole)
         if options.paper:
-            paper, notes = paper_cells(options.paper.split(","), options.datasets.split(","), options.data_root)
+            horizons = [int(h) for h in options.horizons.split(",")] if options.horizons else None
+            paper, notes = paper_cells(options.paper.split(","), options.datasets.split(","), options.data_root,
+                                       horizons)
             cells = [p + g for p in paper for g in grid]
         else:
             cells, notes = grid, []

@@ -31,6 +31,8 @@ def test_paper_cells_are_the_scripts_commands_with_the_data_root():
         "--model", "dlinear", "--model_id", "ETTh1", "--data", "ETTh1", "--root_path", "/data/ETT-small/"]
     assert dlinear_etth1[0][8:] == make_scripts.run_flags("dlinear", "ETTh1", 96)[8:]
     assert notes == ["cyclenet has no paper setting on Exchange"]
+    only, _ = sweep.paper_cells(["dlinear"], ["ILI"], "/data", horizons=[24, 96])
+    assert [c[c.index("--output_token_len") + 1] for c in only] == ["24"]  # ILI has no horizon 96
 
 
 @pytest.mark.slow
