@@ -134,9 +134,15 @@ def adopt_checkpoint(args) -> RunIdentity:
     if not os.path.isfile(path):
         raise ConfigError(f"--test_dir: no checkpoint at {path}")
     recorded = recorded_identity(path)
+    model = recorded.config["model"]
+    if model.get("revision", 1) != models.revision(model["model"]):
+        raise ConfigError(f"--test_dir: {path} holds {model['model']} revision {model.get('revision', 1)}, this code "
+                          f"is revision {models.revision(model['model'])}: its results would not be the run's")
     changed = []
     for section in ("tag", "model", "task"):
         for name, value in recorded.config[section].items():
+            if name == "revision":
+                continue
             if getattr(args, name, None) != value:
                 changed.append(f"{name} {value}")
             setattr(args, name, value)
@@ -276,5 +282,7 @@ def clear_run(plan: RunPlan) -> None:
 
 
 def model_section(args) -> dict:
-    """The architecture: the model and its own hyper-parameters."""
-    return {"model": args.model, **model_hparams(args)}
+    """The architecture: the model, its revision when past the first (the first adds nothing, so identities
+    from before revisions existed stand), and its own hyper-parameters."""
+    revision = models.revision(args.model)
+    return {"model": args.model, **({"revision": revision} if revision > 1 else {}), **model_hparams(args)}

@@ -59,6 +59,9 @@ def _load(key: str):
     config = getattr(model, "Config", None)
     if config is not None and not dataclasses.is_dataclass(config):
         return ModelFileError(f"{where}: Model.Config must be a dataclass of hyper-parameters (models.base.hparam)")
+    revision = getattr(model, "revision", 1)
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        return ModelFileError(f"{where}: Model.revision must be a positive int, got {revision!r}")
     clash = sorted(set(TASK_FIELDS) & {f.name for f in hyperparameter_fields(model)})
     if clash:
         return ModelFileError(f"{where}: Config fields {clash} are task fields the framework sets")
@@ -83,6 +86,12 @@ def loadable() -> dict:
 
 def capabilities(name: str) -> Capabilities:
     return model_class(name).capabilities
+
+
+def revision(name: str) -> int:
+    """Model.revision (default 1): raised when a change to a model file changes its results, so that runs of
+    the earlier code keep an identity of their own."""
+    return getattr(model_class(name), "revision", 1)
 
 
 def hyperparameters(name: str) -> tuple:

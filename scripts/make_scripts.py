@@ -142,10 +142,10 @@ def timemixer(ds):
     size = {"ETTm2": (32, 32), "Traffic": (32, 64)}.get(ds, (16, 32))
     batch = {"ETTm1": 16, "ECL": 32, "Traffic": 8, "Exchange": 32, "ILI": 32}.get(ds, 128)
     notes = ["not in the paper: the ETT settings"] if ds in ("Exchange", "ILI") else []
-    return _hourly_calendar(ds, _flags(  # no official script sets lradj: its run.py's OneCycle
-        seq_len=104 if ds == "ILI" else 96, e_layers=3 if ds in ("ECL", "Traffic") else 2, d_model=size[0],
-        d_ff=size[1], down_sampling_layers=3, down_sampling_window=2, moving_avg=25, dropout=0.1, use_norm=True,
-        batch_size=batch, learning_rate=0.01, train_epochs=10, patience=10, lradj="TST", pct_start=0.2), notes)
+    return _flags(seq_len=104 if ds == "ILI" else 96, e_layers=3 if ds in ("ECL", "Traffic") else 2,
+                  d_model=size[0], d_ff=size[1], down_sampling_layers=3, down_sampling_window=2, moving_avg=25,
+                  dropout=0.1, use_norm=True, batch_size=batch, learning_rate=0.01, train_epochs=10, patience=10,
+                  lradj="TST", pct_start=0.2), notes  # no official script sets lradj: its run.py's OneCycle
 
 
 def timer(ds):

@@ -96,6 +96,20 @@ def test_testing_checks_what_the_checkpoint_was_trained_as(tiny_args, tmp_path):
         run.main(tiny_args + ["--is_training", "0", "--test_dir", trained["setting"]])
 
 
+def test_a_models_revision_past_the_first_is_part_of_the_identity(tiny_args, monkeypatch):
+    """A model file whose results changed raises its revision: runs of the earlier code keep their own identity,
+    and their checkpoints are not tested as the new model's."""
+    import models
+    first = run.main(tiny_args + DLINEAR + ["--train_epochs", "1"])[0]["metrics"]
+    assert "revision" not in first["config"]["model"]  # revision 1 adds nothing: older identities stand
+    monkeypatch.setattr(models.model_class("dlinear"), "revision", 2, raising=False)
+    second = run.main(tiny_args + DLINEAR + ["--train_epochs", "1"])[0]["metrics"]
+    assert second["config"]["model"]["revision"] == 2 and second["config_id"] != first["config_id"]
+    with pytest.raises(ConfigError, match="holds dlinear revision 1, this code is revision 2"):
+        run.main(tiny_args + ["--is_training", "0", "--test_dir", first["setting"]])
+    assert models.model_class("timemixer").revision == 2  # without calendar features since revision 2
+
+
 def _history_epochs(results_dir, setting):
     with open(results_dir / setting / "history.csv") as f:
         return [int(r["epoch"]) for r in csv.DictReader(f)]
