@@ -10,13 +10,18 @@ from utils import compare, report, stats
 DIRECT = ["--nonautoregressive", "--seq_len", "48", "--output_token_len", "16"]
 
 
-@pytest.fixture
-def results(tiny_args, tmp_path):
-    """DLinear with two seeds, NLinear with one, and a univariate DLinear (every channel its own window), on the tiny CSV: tp16 of each."""
+@pytest.fixture(scope="module")
+def results(tiny_csv, tmp_path_factory):
+    """DLinear with two seeds, NLinear with one, and a univariate DLinear (every channel its own window), on the
+    tiny CSV: tp16 of each, trained once for the module's tests (which leave the folder as they found it)."""
+    where = tmp_path_factory.mktemp("compare")
+    flags = ["--data", "custom", "--root_path", str(tiny_csv.parent), "--data_path", tiny_csv.name, "--device", "cpu",
+             "--results_dir", str(where / "results"), "--checkpoints", str(where / "ckpt"), *DIRECT,
+             "--train_epochs", "1", "--batch_size", "16"]
     for model, extra in (("dlinear", ["--seed", "1"]), ("dlinear", ["--seed", "2"]), ("nlinear", ["--seed", "1"]),
                          ("dlinear", ["--seed", "1", "--univariate"])):
-        run.main(tiny_args + ["--model", model, *DIRECT, "--train_epochs", "1", *extra])
-    return str(tmp_path / "results")
+        run.main(["--model", model, *flags, *extra])
+    return str(where / "results")
 
 
 def _groups(results_dir):
@@ -53,9 +58,13 @@ def test_runs_that_cannot_be_compared_are_refused_with_the_reason(results):
         compare.compare_pair(groups, settings, univariate, "nlinear", "tiny", 96)
     dlinear = [r[0]["config_id"] for r in groups.values() if r[0]["model"] == "dlinear" and r[0]["features"] == "M"][0]
     nlinear = [r for r in groups.values() if r[0]["model"] == "nlinear"][0][0]
-    os.remove(os.path.join(nlinear["folder"], "window_errors.npz"))
-    with pytest.raises(compare.CompareError, match="window_errors.npz is missing.*test it again"):
-        compare.compare_pair(groups, settings, dlinear[:6], "nlinear", "tiny", 16)
+    saved = os.path.join(nlinear["folder"], "window_errors.npz")
+    os.rename(saved, saved + ".away")
+    try:
+        with pytest.raises(compare.CompareError, match="window_errors.npz is missing.*test it again"):
+            compare.compare_pair(groups, settings, dlinear[:6], "nlinear", "tiny", 16)
+    finally:
+        os.rename(saved + ".away", saved)
 
 
 def _fake_groups(table: dict) -> dict:
