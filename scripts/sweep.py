@@ -138,15 +138,25 @@ def finished(argv: list, world_size: int) -> bool:
     return all(not p.train and os.path.isfile(os.path.join(p.results_dir, p.test, "metrics.json")) for p in plans)
 
 
+@contextlib.contextmanager
+def logged_to(path: str):
+    """This process's output and the framework's log lines into the file at path (appended), then back."""
+    from utils.log import setup_logging  # noqa: PLC0415
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as log, contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
+        setup_logging(0, True)  # run.main binds it again, to the same stream
+        try:
+            yield log
+        finally:
+            logging.getLogger().handlers.clear()  # the file closes with the block
+
+
 def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
     """Run one cell (or find it done); its log goes to log_path."""
     import run  # noqa: PLC0415 - imported once per worker, at its first cell
-    from utils.log import setup_logging  # noqa: PLC0415
     start = time.perf_counter()
     argv = [*argv, "--resume", "auto"]  # an interrupted cell continues; a finished one is skipped before
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "a") as log, contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
-        setup_logging(0, True)  # into this cell's log (run.main binds it again, to the same stream)
+    with logged_to(log_path) as log:
         try:
             if finished(argv, nproc):
                 return Outcome(SKIPPED, time.perf_counter() - start, 0.0)
@@ -162,8 +172,6 @@ def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
         except Exception as e:  # noqa: BLE001 - one cell's failure is reported; the others go on
             traceback.print_exc(file=log)
             return Outcome(FAILED, time.perf_counter() - start, 0.0, f"{type(e).__name__}: {str(e).splitlines()[0]}")
-        finally:
-            logging.getLogger().handlers.clear()  # the log file closes with the cell
     return Outcome(DONE, time.perf_counter() - start, epochs)
 
 

@@ -111,7 +111,6 @@ class PruneOnValidation:
 def objective(trial, base: list, space: dict, tune_dir: str) -> float:
     """One trial: the base run with the trial's values; its best validation loss."""
     import run  # noqa: PLC0415
-    from utils.log import setup_logging  # noqa: PLC0415
     params = {name: suggest(trial, name, spec) for name, spec in space.items()}
     # each trial its own run (--des): two trials that draw the same values must not share a run folder
     argv = [*base, *_flags(params), "--des", f"trial{trial.number}", "--results_dir", os.path.join(tune_dir, "trials"),
@@ -119,16 +118,11 @@ def objective(trial, base: list, space: dict, tune_dir: str) -> float:
     trial.set_user_attr("command", " ".join(argv))
     trial.set_user_attr("worker", os.getpid())
     hook = PruneOnValidation(trial)
-    log_path = os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}.log")
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "a") as log, contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
-        setup_logging(0, True)
+    with sweep.logged_to(os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}.log")):
         try:
             history = run.main(argv, callbacks=[hook])[0]["history"]
         finally:
             trial.set_user_attr("vali_curve", hook.curve)
-            import logging  # noqa: PLC0415
-            logging.getLogger().handlers.clear()
     return min(h["vali_loss"] for h in history)
 
 
