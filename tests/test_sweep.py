@@ -81,3 +81,16 @@ def test_a_job_array_through_submitits_local_executor_skips_runs_and_fails_cells
     rows = list(csv.DictReader(open(tmp_path / "r" / "sweep" / "cells.csv")))
     assert [r["outcome"] for r in rows] == ["skipped", "done", "failed", "failed"]
     assert os.path.isdir(tmp_path / "r" / "sweep" / "submitit")  # the array's own logs and pickles
+
+
+@pytest.mark.slow
+def test_ddp_cells_run_as_torchrun_jobs_and_count_as_done_at_their_world_size(tiny_args, tmp_path):
+    common = ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "1", *tiny_args[:6], "--seq_len", "48",
+              "--output_token_len", "16", "--device", "cpu", "--results_dir", str(tmp_path / "r"),
+              "--checkpoints", str(tmp_path / "c")]
+    first = sweep.main(["--quiet", "--workers", "1", "--nproc", "2", "--threads", "1", *common])
+    assert [r.status for r in first] == ["done"], first
+    (m,) = metrics_of(tmp_path / "r")
+    assert m["world_size"] == 2 and m["test_world_size"] == 2
+    # found done at world size 2, not at 1 (where another run of this configuration would train)
+    assert sweep.finished([*common, "--resume", "auto"], 2) and not sweep.finished([*common, "--resume", "auto"], 1)
