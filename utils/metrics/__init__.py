@@ -1,7 +1,8 @@
 """Forecast metrics, each defined once: a value per forecast point, averaged over every point of every test
 window, then finalised (RMSE: the square root of the mean). The framework averages the points' values in
-float64 per test window; the ranks' windows are put together in one all_reduce, so a sharded evaluation gives exactly
-one process's numbers, and each window's errors are kept for comparing runs window by window.
+float64 per test window; the ranks' windows are put together in one all_reduce, so a sharded evaluation sums
+nothing differently from one process (the forecasts themselves aside), and each window's errors are kept for
+comparing runs window by window.
 
 Every module in this package lists its metrics in `METRICS`; add utils/metrics/my_metric.py and every test
 reports it (log line, metrics.json, results.csv), with nothing else to edit.
