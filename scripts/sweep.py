@@ -27,7 +27,6 @@ import itertools
 import logging
 import multiprocessing
 import os
-import queue
 import subprocess
 import sys
 import time
@@ -267,7 +266,8 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
     from tqdm import tqdm  # noqa: PLC0415
     names = cell_names(cells)
     context = multiprocessing.get_context("spawn")  # no inherited torch state, threads or CUDA context
-    tasks, outcomes = context.Queue(), context.Queue()
+    # outcomes: a SimpleQueue writes at put(), so a worker's "started" reaches us even if it dies right after
+    tasks, outcomes = context.Queue(), context.SimpleQueue()
     for i, argv in enumerate(cells):
         tasks.put((i, argv, os.path.join(sweep_dir, "logs", f"{names[i]}.log")))
     workers = min(workers, len(cells))
@@ -298,17 +298,17 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
 
     try:
         while any(r is None for r in results):
-            try:
-                index, message = outcomes.get(timeout=2)
-            except queue.Empty:  # a worker killed from outside (out of memory): its cell fails, the rest go on
+            if outcomes.empty():  # a worker killed from outside (out of memory): its cell fails, the rest go on
                 for index, pid in list(running.items()):
                     worker = next(p for p in processes if p.pid == pid)
-                    if not worker.is_alive():
+                    if not worker.is_alive() and outcomes.empty():
                         finish(index, Outcome(FAILED, 0.0, 0.0, f"its worker died (exit code {worker.exitcode})"))
-                if not any(p.is_alive() for p in processes):
+                if not any(p.is_alive() for p in processes) and outcomes.empty():
                     for index in (i for i, r in enumerate(results) if r is None):
                         finish(index, Outcome(FAILED, 0.0, 0.0, "no worker left to run it"))
+                time.sleep(0.2)
                 continue
+            index, message = outcomes.get()
             if isinstance(message, int):  # a worker (this pid) has started the cell
                 running[index] = message
                 bar.set_postfix(running=len(running))

@@ -94,3 +94,20 @@ def test_ddp_cells_run_as_torchrun_jobs_and_count_as_done_at_their_world_size(ti
     assert m["world_size"] == 2 and m["test_world_size"] == 2
     # found done at world size 2, not at 1 (where another run of this configuration would train)
     assert sweep.finished([*common, "--resume", "auto"], 2) and not sweep.finished([*common, "--resume", "auto"], 1)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_from_outside_fails_its_cell_and_the_others_finish(repo_copy, tiny_args, tmp_path):
+    (repo_copy / "models" / "dies.py").write_text(
+        "import os\nfrom torch import nn\nfrom models.base import Capabilities\n\n\nclass Model(nn.Module):\n"
+        "    capabilities = Capabilities(direct=True, covariate=False)\n\n    def __init__(self, configs):\n"
+        "        super().__init__()\n        os._exit(9)  # as the kernel's OOM killer would end it\n")
+    proc = subprocess.run([sys.executable, "-m", "scripts.sweep", "--workers", "2", "--quiet", "--model",
+                           "dlinear,dies,nlinear", "--nonautoregressive", "--train_epochs", "1", *tiny_args[:6],
+                           "--seq_len", "48", "--output_token_len", "16", "--device", "cpu", "--results_dir",
+                           str(tmp_path / "r"), "--checkpoints", str(tmp_path / "c")],
+                          cwd=repo_copy, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "r" / "sweep" / "cells.csv")))
+    assert [(r["outcome"], r["error"]) for r in rows] == [
+        ("done", ""), ("failed", "its worker died (exit code 9)"), ("done", "")]
