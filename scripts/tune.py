@@ -25,7 +25,6 @@ optimisation history), then the best configuration is trained with --final_seeds
 import argparse
 import contextlib
 import csv
-import gc
 import hashlib
 import io
 import json
@@ -139,12 +138,7 @@ def storage_of(url: str | None, tune_dir: str):
 def _worker(study_name: str, storage_url, tune_dir: str, base: list, space: dict, n_trials: int, seed: int,
             threads: int, pruner: str, prune_after: int) -> None:
     import optuna  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    import torch._dynamo  # noqa: F401, PLC0415 - see scripts/sweep.py: imported once, then frozen
-    import torch.utils.tensorboard  # noqa: F401, PLC0415
-    import run  # noqa: F401, PLC0415
-    torch.set_num_threads(threads)
-    gc.freeze()
+    sweep.prepare_worker(threads)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(study_name=study_name, storage=storage_of(storage_url, tune_dir),
                               sampler=optuna.samplers.TPESampler(seed=seed), pruner=make_pruner(pruner, prune_after))
