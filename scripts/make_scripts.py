@@ -374,14 +374,19 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer}
 
 
+def _switch(key: str, value: bool) -> str:
+    """A boolean hyper-parameter said either way: a model whose default is on needs --no-<flag> to turn it off."""
+    return f"--{key}" if value else f"--no-{key}"
+
+
 def _render(flags: dict) -> str:
     parts = []
     for key, value in flags.items():
-        if value is True:
-            parts.append(f"--{key}")
+        if isinstance(value, bool):
+            parts.append(_switch(key, value))
         elif isinstance(value, dict):
             parts.append(f'--{key} "${{{key}[$pred_len]}}"')
-        elif value is not False:
+        else:
             parts.append(f"--{key} {value}")
     return " \\\n  ".join(" ".join(parts[i:i + 4]) for i in range(0, len(parts), 4))
 
@@ -424,7 +429,7 @@ def run_flags(model: str, ds: str, horizon: int) -> list:
     argv = ["--model", model, "--model_id", ds, "--data", ds, "--root_path", f"./dataset/{folder}/"]
     for key, value in flags.items():
         value = value[horizon] if isinstance(value, dict) else value
-        argv += [f"--{key}"] if value is True else [] if value is False else [f"--{key}", str(value)]
+        argv += [_switch(key, value)] if isinstance(value, bool) else [f"--{key}", str(value)]
     if model in AUTOREGRESSIVE:
         return argv + ["--test_pred_len", str(horizon)]  # trained once, rolled out to the horizon
     return argv + ["--nonautoregressive", "--output_token_len", str(horizon)]

@@ -10,6 +10,6 @@ for pred_len in "${horizons[@]}"; do
   launch --model segrnn --nonautoregressive --model_id ETTh1 --data ETTh1 --root_path "$DATA_ROOT/ETT-small/" \
   --output_token_len "$pred_len" \
   --seq_len 720 --seg_len 24 --d_model 512 --dropout 0.1 \
-  --dec_way pmf --batch_size 64 --learning_rate 0.0003 --train_epochs 30 \
-  --patience 5 --lradj type3_08 "$@"
+  --dec_way pmf --no-use_norm --batch_size 64 --learning_rate 0.0003 \
+  --train_epochs 30 --patience 5 --lradj type3_08 "$@"
 done

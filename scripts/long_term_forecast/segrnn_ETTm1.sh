@@ -10,6 +10,6 @@ for pred_len in "${horizons[@]}"; do
   launch --model segrnn --nonautoregressive --model_id ETTm1 --data ETTm1 --root_path "$DATA_ROOT/ETT-small/" \
   --output_token_len "$pred_len" \
   --seq_len 720 --seg_len 48 --d_model 512 --dropout 0.5 \
-  --dec_way pmf --batch_size 256 --learning_rate 0.0003 --train_epochs 30 \
-  --patience 5 --lradj type3_08 "$@"
+  --dec_way pmf --no-use_norm --batch_size 256 --learning_rate 0.0003 \
+  --train_epochs 30 --patience 5 --lradj type3_08 "$@"
 done

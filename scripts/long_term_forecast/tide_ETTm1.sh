@@ -13,8 +13,8 @@ horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
   launch --model tide --nonautoregressive --model_id ETTm1 --data ETTm1 --root_path "$DATA_ROOT/ETT-small/" \
   --output_token_len "$pred_len" \
-  --seq_len 720 --layer_norm --dropout 0.5 --d_model 1024 \
-  --e_layers 1 --d_layers 1 --decoder_output_dim 8 --temporal_hidden 128 \
-  --learning_rate 8.393444360049835e-05 --scalar_norm --batch_size 1 --train_epochs 30 \
-  --patience 30 --lradj cosine "$@"
+  --seq_len 720 --no-revin --layer_norm --dropout 0.5 \
+  --d_model 1024 --e_layers 1 --d_layers 1 --decoder_output_dim 8 \
+  --temporal_hidden 128 --learning_rate 8.393444360049835e-05 --scalar_norm --batch_size 1 \
+  --train_epochs 30 --patience 30 --lradj cosine "$@"
 done

@@ -12,8 +12,8 @@ horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
   launch --model tide --nonautoregressive --model_id Traffic --data Traffic --root_path "$DATA_ROOT/traffic/" \
   --output_token_len "$pred_len" \
-  --seq_len 720 --revin --dropout 0.3 --d_model 256 \
-  --e_layers 1 --d_layers 1 --decoder_output_dim 16 --temporal_hidden 64 \
-  --learning_rate 6.558212854103338e-05 --batch_size 1 --train_epochs 30 --patience 30 \
-  --lradj cosine "$@"
+  --seq_len 720 --revin --no-layer_norm --dropout 0.3 \
+  --d_model 256 --e_layers 1 --d_layers 1 --decoder_output_dim 16 \
+  --temporal_hidden 64 --learning_rate 6.558212854103338e-05 --no-scalar_norm --batch_size 1 \
+  --train_epochs 30 --patience 30 --lradj cosine "$@"
 done

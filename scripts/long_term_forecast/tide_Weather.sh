@@ -13,8 +13,8 @@ horizons=(${HORIZONS:-96 192 336 720})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
   launch --model tide --nonautoregressive --model_id Weather --data Weather --root_path "$DATA_ROOT/weather/" \
   --output_token_len "$pred_len" \
-  --seq_len 720 --layer_norm --dropout 0.0 --d_model 512 \
-  --e_layers 1 --d_layers 1 --decoder_output_dim 8 --temporal_hidden 16 \
-  --learning_rate 3.012706619800982e-05 --scalar_norm --batch_size 1 --train_epochs 30 \
-  --patience 30 --lradj cosine "$@"
+  --seq_len 720 --no-revin --layer_norm --dropout 0.0 \
+  --d_model 512 --e_layers 1 --d_layers 1 --decoder_output_dim 8 \
+  --temporal_hidden 16 --learning_rate 3.012706619800982e-05 --scalar_norm --batch_size 1 \
+  --train_epochs 30 --patience 30 --lradj cosine "$@"
 done
