@@ -20,9 +20,7 @@ with their outcome to SWEEP_DIR/cells.csv. --nproc N runs every cell as an N-pro
 """
 import argparse
 import contextlib
-import csv
 import gc
-import io
 import itertools
 import logging
 import multiprocessing
@@ -324,16 +322,11 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
 
 
 def _write_outcomes(path: str, names: list, cells: list, results: list) -> None:
-    from utils.files import write_atomic  # noqa: PLC0415
-    rows = [("cell", "outcome", "seconds", "epoch_seconds", "error", "command")]
-    rows += [(name, r.status, f"{r.seconds:.3f}", f"{r.epoch_seconds:.3f}", r.error or "", " ".join(argv))
-             for name, r, argv in zip(names, results, cells)]
-
-    def write(f):
-        text = io.StringIO()
-        csv.writer(text).writerows(rows)
-        f.write(text.getvalue().encode())
-    write_atomic(path, write)
+    from utils.files import write_csv  # noqa: PLC0415
+    fields = ("cell", "outcome", "seconds", "epoch_seconds", "error", "command")
+    write_csv(path, fields, [dict(zip(fields, (name, r.status, f"{r.seconds:.3f}", f"{r.epoch_seconds:.3f}",
+                                              r.error or "", " ".join(argv))))
+                             for name, r, argv in zip(names, results, cells)])
 
 
 def parse(argv: list) -> tuple:

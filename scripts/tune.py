@@ -24,7 +24,6 @@ optimisation history), then the best configuration is trained with --final_seeds
 """
 import argparse
 import contextlib
-import csv
 import hashlib
 import io
 import json
@@ -157,16 +156,16 @@ def make_pruner(name: str, after: int):
 def summarise(study, tune_dir: str) -> str:
     """trials.csv, history.png and summary.md; returns the summary's text."""
     import optuna  # noqa: PLC0415
-    from utils.files import write_atomic  # noqa: PLC0415
+    from utils.files import write_atomic, write_csv  # noqa: PLC0415
     names = sorted({p for t in study.trials for p in t.params})
-    rows = [["trial", "state", "best_vali_loss", *names, "epochs", "vali_curve"]]
+    fields = ["trial", "state", "best_vali_loss", *names, "epochs", "vali_curve"]
+    rows = []
     for t in study.trials:
         curve = t.user_attrs.get("vali_curve", [])
-        rows.append([t.number, t.state.name, "" if t.value is None else f"{t.value:.6f}",
-                     *[t.params.get(n, "") for n in names], len(curve), json.dumps([round(v, 6) for v in curve])])
-    text = io.StringIO()
-    csv.writer(text).writerows(rows)
-    write_atomic(os.path.join(tune_dir, "trials.csv"), lambda f: f.write(text.getvalue().encode()))
+        rows.append(dict(zip(fields, [t.number, t.state.name, "" if t.value is None else f"{t.value:.6f}",
+                                      *[t.params.get(n, "") for n in names], len(curve),
+                                      json.dumps([round(v, 6) for v in curve])])))
+    write_csv(os.path.join(tune_dir, "trials.csv"), fields, rows)
     states = {s.name: sum(t.state == s for t in study.trials) for s in optuna.trial.TrialState}
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     lines = [f"# Study {study.study_name}", "",

@@ -1,5 +1,7 @@
 """Writing outputs safely: atomically (temporary file, fsync, rename), and with one clear error when the disk
 is full or the folder unwritable, leaving the previous file intact and no temporary file behind."""
+import csv
+import io
 import os
 
 from utils.errors import OutputError
@@ -30,3 +32,12 @@ def guarded(path: str, action, *args, **kwargs):
         return action(*args, **kwargs)
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def write_csv(path: str, fields, rows: list) -> None:
+    """A CSV of dict rows (keys beyond fields ignored), written atomically."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, lambda f: f.write(buffer.getvalue().encode()))

@@ -1,7 +1,6 @@
 """Everything a run writes under results_dir. Built once: the main rank gets a writer, other ranks a no-op."""
 import csv
 import fcntl
-import io
 import json
 import os
 import shutil
@@ -9,7 +8,7 @@ import time
 
 import numpy as np
 
-from utils.files import guarded, write_atomic
+from utils.files import guarded, write_atomic, write_csv
 from utils.identity import provenance
 from utils.metrics import names as metric_names
 
@@ -48,7 +47,7 @@ class RunOutputs:
     def epoch(self, row: dict) -> None:
         """One history.csv row per epoch (rewritten whole, so the file is always complete) + TensorBoard."""
         self._history.append(dict(row))
-        _write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history)
+        write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history)
         events = os.path.join(self.dir, "tensorboard")
         if self._tb is None:
             from torch.utils.tensorboard import SummaryWriter  # only training runs load TensorBoard
@@ -124,14 +123,6 @@ def _replace_result_row(path: str, row: dict) -> None:
         if os.path.isfile(path):
             with open(path, newline="") as f:
                 rows = [r for r in csv.DictReader(f) if (r.get("setting"), r.get("test")) != (row["setting"], row["test"])]
-        _write_csv(path, results_columns(), [*rows, row])
+        write_csv(path, results_columns(), [*rows, row])
     finally:
         os.close(lock)  # releases the lock
-
-
-def _write_csv(path: str, fields, rows: list) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_atomic(path, lambda f: f.write(buffer.getvalue().encode()))
