@@ -296,21 +296,37 @@ def test_a_full_disk_is_one_line_leaving_the_previous_files_and_no_temporary_one
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
+def _listening(port: int, timeout=60) -> None:
+    import socket
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
 def test_bad_input_on_one_node_stops_the_other_within_seconds(tiny_csv, tiny_args, tmp_path):
-    """A relative --root_path that exists on node 0 only; --dist_timeout stays at its 30 minutes."""
-    endpoint = f"127.0.0.1:{_free_port()}"
+    """A relative --root_path that exists on node 0 only; --dist_timeout stays at its 30 minutes.
+
+    Node 1 starts first, so its torchrun hosts the rendezvous store: its rank fails at once and must wait
+    for node 0 to read the error before leaving (its torchrun, and the store, leave with it)."""
+    port = _free_port()
     relative = [a for a in tiny_args if a != str(tiny_csv.parent)]
     relative[relative.index("--root_path") + 1:relative.index("--root_path") + 1] = ["data"]
-    procs = []
-    for node in range(2):
+    procs = {}
+    for node in (1, 0):
         cwd = tmp_path / f"node{node}"
         os.makedirs(cwd / "data")
         if node == 0:
             os.symlink(tiny_csv, cwd / "data" / tiny_csv.name)
-        procs.append(_node(node, endpoint, [os.path.join(REPO, "run.py"), "--ddp", *relative], cwd))
+        procs[node] = _node(node, f"127.0.0.1:{port}", [os.path.join(REPO, "run.py"), "--ddp", *relative], cwd)
+        if node == 1:
+            _listening(port)
     start = time.time()
-    node0, node1 = (_finish(p, timeout=120) for p in procs)
-    assert time.time() - start < 60 and all(p.returncode != 0 for p in procs)
+    node0, node1 = (_finish(procs[node], timeout=120) for node in (0, 1))
+    assert time.time() - start < 60 and all(p.returncode != 0 for p in procs.values())
     assert "error: data file not found: data/tiny.csv" in node1
     # global ranks follow the order the nodes joined in, not --node_rank
     assert re.search(r"error: a peer rank stopped: rank \d: data file not found: data/tiny.csv", node0), node0[-2000:]

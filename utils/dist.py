@@ -93,6 +93,9 @@ def _connect(world_size: int, timeout: datetime.timedelta) -> dist.Store:
 
 # ---- start-up: every rank learns within seconds that another could not start ---------------------------
 _FAILURES = "tsf/failures"
+_INFORMED = "tsf/informed"  # ranks that failed or have read another's failure
+_LINGER_SECONDS = 60.0
+_HERE = {"informed": False, "startup_failed": False}  # this process: counted in _INFORMED; failed in start-up
 
 
 class Startup:
@@ -100,7 +103,8 @@ class Startup:
 
     A rank whose checks fail publishes its one-line error (publish_failure, from run.py's handler) and exits;
     at the end of the block the others see it and stop with "a peer rank stopped: <its error>" instead of
-    waiting for it in a collective. Ranks that pass compare `startup.digest` (what each decided from files
+    waiting for it in a collective. Before exiting it waits (at most a minute) until every peer has read the
+    error: the store may live in its node's torchrun agent, which leaves with it. Ranks that pass compare `startup.digest` (what each decided from files
     it read): different checkpoints or data on different nodes are an error too, not a silent divergence.
     """
 
@@ -112,6 +116,8 @@ class Startup:
         return self
 
     def __exit__(self, kind, error, tb) -> None:
+        if kind is not None:
+            _HERE["startup_failed"] = True
         if kind is not None or not self.env.ddp or self.env.world_size == 1:
             return
         store, world = _connect(self.env.world_size, self.timeout), self.env.world_size
@@ -134,20 +140,52 @@ class Startup:
                               f"{digests[0]!r}): data files and --checkpoints must be the same on every node")
 
 
+def wait_for_main(ready, what: str, timeout_minutes: float) -> None:
+    """Block a rank until ready() (a file the main rank writes during start-up); the main rank's failure,
+    published as any start-up failure is, ends the wait at once."""
+    if not _under_torchrun() or int(os.environ["WORLD_SIZE"]) < 2:
+        return
+    _connect(int(os.environ["WORLD_SIZE"]), datetime.timedelta(minutes=timeout_minutes))
+    deadline = time.monotonic() + timeout_minutes * 60
+    while not ready():
+        failure = peer_failure()
+        if failure:
+            raise ConfigError(f"a peer rank stopped: {failure}")
+        if time.monotonic() > deadline:
+            raise ConfigError(f"waited --dist_timeout {timeout_minutes:g} min for {what}: every node must see the "
+                              "same file system")
+        time.sleep(0.2)
+
+
 def _under_torchrun() -> bool:
     return all(v in os.environ for v in (*_TORCHRUN_VARS, "MASTER_ADDR", "MASTER_PORT"))
 
 
 def publish_failure(message: str) -> None:
-    """Leave this rank's one-line error where every peer looks for it (best effort: the store may be gone)."""
+    """Leave this rank's one-line error where every peer looks for it (best effort: the store may be gone).
+
+    After a start-up failure, wait until every peer has read it. Peers blocked in a collective cannot read
+    until this process is gone, so a failure during training does not wait.
+    """
     if not _under_torchrun() or int(os.environ["WORLD_SIZE"]) < 2:
         return
+    world = int(os.environ["WORLD_SIZE"])
     try:
-        store = _connect(int(os.environ["WORLD_SIZE"]), datetime.timedelta(seconds=10))
+        store = _connect(world, datetime.timedelta(seconds=10))
         store.set(f"tsf/failure/{os.environ['RANK']}", message)
         store.add(_FAILURES, 1)
+        _count_informed(store)
+        deadline = time.monotonic() + _LINGER_SECONDS
+        while _HERE["startup_failed"] and store.add(_INFORMED, 0) < world and time.monotonic() < deadline:
+            time.sleep(0.05)
     except Exception:  # noqa: BLE001 - nothing more to do for a rank that is failing already
         pass
+
+
+def _count_informed(store) -> None:
+    if not _HERE["informed"]:
+        store.add(_INFORMED, 1)
+        _HERE["informed"] = True
 
 
 def peer_failure() -> str | None:
@@ -161,7 +199,9 @@ def peer_failure() -> str | None:
         for rank in range(int(os.environ["WORLD_SIZE"])):
             key = f"tsf/failure/{rank}"
             if str(rank) != os.environ["RANK"] and store.check([key]):
-                return store.get(key).decode()
+                failure = store.get(key).decode()
+                _count_informed(store)
+                return failure
     except Exception:  # noqa: BLE001 - the store went away with the rank that hosted it
         return "it left before saying why, and took the rendezvous store with it"
     return None
