@@ -9,39 +9,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from data_provider import datasets
+from data_provider import corpus, datasets
 from data_provider.readers import Table, check_file, check_values
-from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets
+from data_provider.scaling import StandardScale
+from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
+from utils import dist
 from utils.errors import ConfigError
 from utils.files import write_atomic
 from utils.identity import content_fingerprint, file_fingerprint
 from utils.log import GROUP
 
 group_log = logging.getLogger(GROUP)
-
-
-@dataclass(frozen=True)
-class StandardScale:
-    """Per-channel mean and population std of the training rows: what sklearn's StandardScaler computes,
-    without importing sklearn, which every run's start-up would pay for (docs/performance.md)."""
-    mean: np.ndarray
-    std: np.ndarray
-
-    @classmethod
-    def fit(cls, rows: np.ndarray, skip_missing: bool = False) -> "StandardScale":
-        """skip_missing: statistics of the values present, per channel (sklearn ignores NaNs alike)."""
-        rows = np.asarray(rows, dtype=np.float64)
-        mean, var = (np.nanmean(rows, axis=0), np.nanvar(rows, axis=0)) if skip_missing \
-            else (rows.mean(axis=0), rows.var(axis=0))
-        # a channel whose variance is within the rounding error of the two-pass variance is constant: it is
-        # centred, not divided by ~0 (sklearn's test, Chan, Golub & LeVeque)
-        eps = np.finfo(np.float64).eps
-        n = np.sum(~np.isnan(rows), axis=0) if skip_missing else len(rows)
-        constant = var <= n * eps * var + (n * mean * eps) ** 2
-        return cls(mean, np.where(constant, 1.0, np.sqrt(var)))
-
-    def transform(self, values: np.ndarray) -> np.ndarray:
-        return (values - self.mean) / self.std
 
 
 @dataclass
@@ -51,7 +29,7 @@ class DataBundle:
     n_channels: int       # channels the model sees (1 in univariate mode)
     n_marks: int          # time-feature width (0 when the model does not use them)
     columns: list
-    scaler: StandardScale
+    scaler: StandardScale | None  # None: a corpus, scaled per series or per window (data_provider/corpus.py)
     file: str             # the data file's name and content fingerprint: part of a run's identity
     fingerprint: str
 
@@ -167,7 +145,25 @@ def _row_major(values: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(device)
 
 
+def split_offsets(args) -> dict:
+    """The target offsets of each split's windows: next-token (or direct) for fitting, the horizon for test."""
+    last = direct_offsets(args.seq_len, args.output_token_len)
+    fit = last if args.nonautoregressive else \
+        autoregressive_offsets(args.seq_len, args.input_token_len, args.output_token_len)
+    return {"train": fit, "val": last if args.valid_last else fit,
+            "test": direct_offsets(args.seq_len, args.test_pred_len)}
+
+
+def _check_windows(split: str, ds, rows: int) -> None:
+    if ds.n_windows < 1:
+        raise ConfigError(f"the {split} split has {rows} time steps (lookback included) but one window needs "
+                          f"{ds.window_len} (seq_len + output); use a shorter --seq_len/--output_token_len/"
+                          "--test_pred_len or more data")
+
+
 def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
+    if args.data == corpus.NAME:
+        return corpus_data(args, device, is_main)
     entry = datasets.resolve(args.data, args.data_path)
     path = data_file(args)
     table, fingerprint = load_table(args, entry, path, is_main)
@@ -186,25 +182,51 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
     series = _row_major(values, device)
     marks = _row_major(time_features(table.dates, len(values), args.freq), device) if uses_marks else None
 
-    last = direct_offsets(args.seq_len, args.output_token_len)
-    fit = last if args.nonautoregressive else \
-        autoregressive_offsets(args.seq_len, args.input_token_len, args.output_token_len)
-    offsets = {"train": fit, "val": last if args.valid_last else fit,
-               "test": direct_offsets(args.seq_len, args.test_pred_len)}
-
+    offsets = split_offsets(args)
     windows = {}
     for split, (begin, end) in split_bounds(rows, args.seq_len, entry.lookback).items():
-        ds = WindowDataset(series, marks, max(begin, 0), end, args.seq_len, offsets[split], args.univariate)
-        if ds.n_windows < 1:
-            raise ConfigError(f"the {split} split has {end - max(begin, 0)} time steps (lookback included) but one "
-                              f"window needs {ds.window_len} (seq_len {args.seq_len} + output); "
-                              "use a shorter --seq_len/--output_token_len/--test_pred_len or more data")
-        windows[split] = ds
+        windows[split] = WindowDataset(series, marks, max(begin, 0), end, args.seq_len, offsets[split],
+                                       args.univariate)
+        _check_windows(split, windows[split], end - max(begin, 0))
     if args.subset_rand_ratio < 1:
         windows["train"] = random_subset(windows["train"], args.subset_rand_ratio, args.seed)
+    subset = seeded_subset(windows["val"].n_windows, args.val_windows, args.seed)
+    windows["val"].subset = None if subset is None else subset.to(device)
     n_channels = 1 if args.univariate else series.shape[1]
     return DataBundle(dataset_name(args), windows, n_channels, 0 if marks is None else marks.shape[1],
                       table.columns, scaler, os.path.basename(path), fingerprint)
+
+
+def corpus_data(args, device: torch.device, is_main: bool) -> DataBundle:
+    """The windows of a corpus store (built here by the main rank when missing; the others wait for it)."""
+    store = corpus.store_path(args.root_path, args.corpus_store)
+    if not os.path.isfile(os.path.join(store, "manifest.json")):
+        if not os.path.isdir(args.root_path):
+            raise ConfigError(f"--root_path {args.root_path}: no such folder of series files")
+        if is_main:
+            corpus.build(args.root_path, store)
+        else:
+            dist.wait_for_main(lambda: os.path.isfile(os.path.join(store, "manifest.json")),
+                               f"rank 0 to build the corpus store {store}", args.dist_timeout)
+    reason = corpus.stale(store, args.root_path)
+    if reason:
+        raise ConfigError(f"corpus store {store} does not match the files in {args.root_path}: {reason}; delete the "
+                          "store to rebuild it")
+    opened = corpus.Corpus(store)
+    windows = {split: corpus.CorpusWindows(opened, split, args.seq_len, y_offsets, args.corpus_norm, device)
+               for split, y_offsets in split_offsets(args).items()}
+    for split, ds in windows.items():
+        if ds.n_windows < 1:
+            begin, end = opened.bounds(split, args.seq_len)
+            raise ConfigError(f"no series of corpus {store} has a {split} part long enough for one window of "
+                              f"{ds.window_len} steps (the longest has {int((end - begin).max())}, lookback "
+                              "included); use a shorter --seq_len/--output_token_len/--test_pred_len")
+    windows["val"].subset = seeded_subset(windows["val"].n_windows, args.val_windows, args.seed)
+    if args.subset_rand_ratio < 1:
+        n = windows["train"].n_windows
+        windows["train"].subset = seeded_subset(n, max(int(n * args.subset_rand_ratio), 1), args.seed)
+    name = os.path.basename(os.path.normpath(args.root_path))
+    return DataBundle(name, windows, 1, 0, ["value"], None, f"corpus {name}", opened.fingerprint)
 
 
 def random_subset(ds: WindowDataset, ratio: float, seed: int) -> WindowDataset:

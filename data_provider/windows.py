@@ -12,6 +12,7 @@ contiguous.
 from itertools import repeat
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 
@@ -50,6 +51,7 @@ class WindowDataset:
     Multivariate: window i starts at row begin + i and holds every channel.
     Univariate (channel-independent): index i = channel * n_starts + start, each channel its own series.
     """
+    lazy_order = False  # few enough windows for a randperm of them per epoch
 
     def __init__(self, series: torch.Tensor, marks: torch.Tensor | None, begin: int, end: int, seq_len: int,
                  y_offsets: torch.Tensor, univariate: bool = False, subset: torch.Tensor | None = None):
@@ -93,20 +95,72 @@ class WindowDataset:
         return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark, start + self.begin)
 
 
+class FeistelPermutation:
+    """A seeded bijection of range(n) evaluated position by position, with no table: the order of a corpus
+    whose windows are too many to hold a randperm of (8 bytes each).
+
+    A balanced Feistel network on the smallest even number of bits that covers n is a bijection of that
+    power-of-two domain whatever its round function; positions it maps past n are mapped again (cycle
+    walking) until they land inside, which keeps it a bijection of range(n). The domain is under 4n, so a
+    position takes fewer than four passes on average.
+    """
+    ROUNDS = 6
+    _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9))
+
+    def __init__(self, n: int, seed: int):
+        self.n = n
+        self.half = max(1, (max(n - 1, 1).bit_length() + 1) // 2)
+        self.mask = np.uint64((1 << self.half) - 1)
+        self.keys = np.random.default_rng(seed).integers(0, 1 << 62, self.ROUNDS, dtype=np.uint64)
+
+    def _round(self, right: np.ndarray, key: np.uint64) -> np.ndarray:
+        x = (right ^ key) * self._MIX[0]  # uint64 arithmetic wraps modulo 2**64
+        x ^= x >> np.uint64(29)
+        x *= self._MIX[1]
+        x ^= x >> np.uint64(32)
+        return x & self.mask
+
+    def _encrypt(self, p: np.ndarray) -> np.ndarray:
+        half = np.uint64(self.half)
+        left, right = p >> half, p & self.mask
+        for key in self.keys:
+            left, right = right, left ^ self._round(right, key)
+        return (left << half) | right
+
+    def __call__(self, positions: torch.Tensor) -> torch.Tensor:
+        p = self._encrypt(positions.cpu().numpy().astype(np.uint64))
+        outside = np.flatnonzero(p >= self.n)
+        while len(outside):
+            p[outside] = self._encrypt(p[outside])
+            outside = outside[p[outside] >= self.n]
+        return torch.from_numpy(p.astype(np.int64))
+
+
+def seeded_subset(n: int, keep: int, seed: int) -> torch.Tensor | None:
+    """keep of n windows, chosen by a seeded permutation, in increasing order (None: keep is 0 or >= n, all)."""
+    if keep <= 0 or keep >= n:
+        return None
+    return FeistelPermutation(n, seed)(torch.arange(keep)).sort().values
+
+
 class ShuffledShard:
-    """This rank's share of a fresh permutation of range(n) per epoch, as one index tensor, cut to whole
-    global steps: exactly the windows one process at the global batch uses, in the same steps.
+    """This rank's share of a fresh permutation of range(n) per epoch, cut to whole global steps: exactly the
+    windows one process at the global batch uses, in the same steps.
 
     The permutation is seeded by seed + epoch (DistributedSampler's recipe, identical on every rank), cut
     to the largest multiple of world_size x step_windows (step_windows: windows of one rank's optimizer
     step), and rank r takes every world_size-th index from r. Global step k then holds positions
     [k * W * S, (k + 1) * W * S) of the permutation, as one process's step k at batch W * S does. No window
     is repeated to pad a shard: padding gave DDP one step more than one process for some n.
+
+    lazy: a FeistelPermutation computed for the windows asked for, instead of a randperm of all n held for
+    the epoch (a corpus of a billion windows).
     """
 
-    def __init__(self, n: int, rank: int, world_size: int, seed: int, step_windows: int = 1):
-        self.n, self.rank, self.world_size, self.seed, self.epoch = n, rank, world_size, seed, 0
+    def __init__(self, n: int, rank: int, world_size: int, seed: int, step_windows: int = 1, lazy: bool = False):
+        self.n, self.rank, self.world_size, self.seed, self.epoch, self.lazy = n, rank, world_size, seed, 0, lazy
         self.used = n // (world_size * step_windows) * world_size * step_windows
+        self._table = None  # (epoch, randperm) of the epoch, when not lazy
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -114,16 +168,54 @@ class ShuffledShard:
     def __len__(self) -> int:
         return self.used // self.world_size
 
-    def indices(self) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return torch.randperm(self.n, generator=generator)[:self.used][self.rank::self.world_size]
+    def take(self, begin: int, end: int) -> torch.Tensor:
+        """The windows at positions [begin, end) of this rank's order of the epoch."""
+        positions = self.rank + self.world_size * torch.arange(begin, end)
+        if self.lazy:
+            return FeistelPermutation(self.n, self.seed + self.epoch)(positions)
+        if self._table is None or self._table[0] != self.epoch:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            self._table = (self.epoch, torch.randperm(self.n, generator=generator))
+        return self._table[1][positions]
+
+
+class BatchShard:
+    """Whole batches of one process's sequence 0..n-1, dealt to the ranks in turn (rank r: batches r, r + W,
+    ...), computed for the positions asked for."""
+
+    def __init__(self, n: int, batch_size: int, rank: int, world_size: int):
+        self.n, self.batch_size, self.rank, self.world_size = n, batch_size, rank, world_size
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.n, self.batch_size)
+        mine = len(range(self.rank, full, self.world_size)) * self.batch_size
+        return mine + (rest if rest and full % self.world_size == self.rank else 0)
+
+    def take(self, begin: int, end: int) -> torch.Tensor:
+        j = torch.arange(begin, end)
+        return (self.rank + self.world_size * (j // self.batch_size)) * self.batch_size + j % self.batch_size
+
+
+class FixedOrder:
+    """A given index tensor as an order (a benchmark's first steps)."""
+
+    def __init__(self, indices: torch.Tensor):
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def take(self, begin: int, end: int) -> torch.Tensor:
+        return self.indices[begin:end]
 
 
 class WindowLoader:
-    """Iterates batches of a WindowDataset in a fixed index order or a ShuffledShard's order of the epoch."""
+    """Iterates batches of a dataset in an order (ShuffledShard, BatchShard, FixedOrder) computed a block at a
+    time, so the order of an epoch is never held whole."""
 
-    def __init__(self, dataset: WindowDataset, batch_size: int, order: ShuffledShard | torch.Tensor):
-        self.dataset, self.batch_size, self.order = dataset, batch_size, order
+    def __init__(self, dataset, batch_size: int, order):
+        self.dataset, self.batch_size = dataset, batch_size
+        self.order = FixedOrder(order) if isinstance(order, torch.Tensor) else order
 
     def set_epoch(self, epoch: int) -> None:
         if isinstance(self.order, ShuffledShard):
@@ -138,25 +230,22 @@ class WindowLoader:
 
     def indices(self) -> torch.Tensor:
         """The windows of this epoch, in order, that make up its batches."""
-        return self.order.indices() if isinstance(self.order, ShuffledShard) else self.order
+        return self.order.take(0, len(self.order))
 
     def __iter__(self):
-        indices = self.indices().to(self.dataset.series.device)
-        if not len(indices):  # a rank with no evaluation batch (more ranks than batches)
-            return
         # Small batches are gathered a few at a time (up to GATHER_BYTES per gather), so the fixed cost of
         # one gather call is shared; a batch is then a slice of the block, and nothing is copied again.
         per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
-        group = max(1, GATHER_BYTES // per_batch)
-        for chunk in indices.split(self.batch_size * group):
-            x, y, x_mark, position = self.dataset.gather(chunk)
+        chunk = self.batch_size * max(1, GATHER_BYTES // per_batch)
+        for begin in range(0, len(self.order), chunk):
+            x, y, x_mark, position = self.dataset.gather(self.order.take(begin, min(begin + chunk, len(self.order))))
             # one split per tensor makes every batch's views in C++, not a Python slice per batch and tensor
             marks = repeat(None) if x_mark is None else x_mark.split(self.batch_size)
             yield from map(Batch, x.split(self.batch_size), y.split(self.batch_size), marks,
                            position.split(self.batch_size))
 
 
-def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int, seed: int,
+def train_loader(dataset, batch_size: int, rank: int, world_size: int, seed: int,
                  accum_steps: int = 1) -> WindowLoader:
     """A ShuffledShard in every run (world 1 included), so single-process and DDP share one path.
 
@@ -165,7 +254,8 @@ def train_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size:
     order differs.
     """
     return WindowLoader(dataset, batch_size,
-                        ShuffledShard(len(dataset), rank, world_size, seed, batch_size * accum_steps))
+                        ShuffledShard(len(dataset), rank, world_size, seed, batch_size * accum_steps,
+                                      lazy=dataset.lazy_order))
 
 
 def eval_windows(n: int, batch_size: int, world_size: int, drop_last: bool = False) -> int:
@@ -174,12 +264,12 @@ def eval_windows(n: int, batch_size: int, world_size: int, drop_last: bool = Fal
     return n // (batch_size * world_size) * batch_size * world_size if drop_last else n
 
 
-def eval_loader(dataset: WindowDataset, batch_size: int, rank: int, world_size: int,
+def eval_loader(dataset, batch_size: int, rank: int, world_size: int,
                 drop_last: bool = False) -> WindowLoader:
     """Whole batches of one process's sequence, dealt to the ranks in turn (rank r: batches r, r + W, ...).
 
     Every window is scored once, and each batch is exactly a batch one process evaluates, so even a model
     whose output depends on the rest of its batch (TimesNet's choice of periods) gives the same forecasts.
     """
-    position = torch.arange(eval_windows(len(dataset), batch_size, world_size, drop_last))
-    return WindowLoader(dataset, batch_size, position[position // batch_size % world_size == rank])
+    n = eval_windows(len(dataset), batch_size, world_size, drop_last)
+    return WindowLoader(dataset, batch_size, BatchShard(n, batch_size, rank, world_size))

@@ -18,7 +18,7 @@ import sys
 import typing
 
 import models
-from data_provider import datasets
+from data_provider import corpus, datasets
 from data_provider.factory import feature_set
 from exp import dialects
 from utils import metrics, schedules
@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("data", "--data", default="synthetic",
           help="a dataset named in data_provider/datasets/ (README, Data): a benchmark with its standard file and "
                "split (ETTh1, Weather, Solar, PEMS08, ...), a generic format for --data_path (custom: a CSV with a "
-               "date column first, .npy, .npz or .txt; PEMS: .npz) or synthetic (generated, written if absent)")
+               "date column first, .npy, .npz or .txt; PEMS: .npz), synthetic (generated, written if absent) or corpus "
+               "(a folder of series files, --root_path: data_provider/corpus.py)")
     f.add("data", "--root_path", default="./dataset/synthetic/", help="folder of the data file")
     f.add("data", "--data_path", default=None,
           help="data file inside root_path (default: the dataset's standard file)")
@@ -127,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
           help="read only the target channel (TSLib's --features S)")
     f.add("training", "--subset_rand_ratio", type=float, default=1.0,
           help="train on a seeded random subset of this fraction of the training windows")
+    f.add("none", "--corpus_store", default=None,
+          help="--data corpus: where the store of the series files in --root_path is (built there when missing); "
+               "default: root_path/.tsf_corpus, or root_path itself if it is a store")
+    f.add("data", "--corpus_norm", default="series", choices=["series", "window"],
+          help="--data corpus: scale each window by its series' training mean and std, or by its own input's")
+    f.add("training", "--val_windows", type=int, default=0,
+          help="validate during training on a fixed seeded subset of this many validation windows (0: all)")
 
     f.section("forecasting")
     f.add("task", "--seq_len", type=int, default=672, help="input (lookback) length")
@@ -277,7 +285,15 @@ def _check_hparams(args) -> None:
 
 def _resolve_data(args, known: dict) -> None:
     """--data as its registry name (a generic name given a benchmark's file becomes the benchmark), --target as
-    the dataset's unless given."""
+    the dataset's unless given. A corpus is univariate: every channel of its files is a series."""
+    if args.data == corpus.NAME:
+        _require(args.target is None and not args.target_only and not args.covariate,
+                 "--data corpus: every channel is its own series, so --target, --target_only and --covariate do "
+                 "not apply")
+        _require(not models.capabilities(args.model).time_marks,
+                 f"--data corpus has no timestamps, and model {args.model} reads calendar features")
+        args.univariate = True
+        return
     try:
         entry = datasets.resolve(args.data, args.data_path)
     except KeyError:
@@ -316,6 +332,7 @@ def validate(args) -> None:
     _check_hparams(args)
     _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
     _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
+    _require(args.val_windows >= 0, f"--val_windows must be >= 0, got {args.val_windows}")
     _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
     _require(0 < args.pct_start < 1, f"--pct_start must be in (0, 1), got {args.pct_start}")
     _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")

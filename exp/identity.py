@@ -20,6 +20,7 @@ import shutil
 from dataclasses import asdict, dataclass
 
 import models
+from data_provider import corpus
 from data_provider.factory import DataBundle, feature_set
 from exp.flags import model_hparams, roles, uses_input_tokens
 from utils import checkpoint, schedules
@@ -69,6 +70,10 @@ def features_code(args) -> str:
     return "U" if args.univariate else "MS" if args.covariate else "S" if args.target_only else "M"
 
 
+# flags added after results were published: at their default they stay out, so earlier runs keep their identity
+_ONLY_WHEN_SET = {"val_windows": 0}
+
+
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:
     """The canonical configuration of a run (seed included), by section; the data enters as its file's name and
     content fingerprint. The world size is part of training: with the same per-rank flags it sets the global batch,
@@ -76,12 +81,15 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
     config = {section: {} for section in ("tag", "model", "task", "data", "training")}
     schedule_reads = schedules.registry()[args.lradj].flags
     for name, role in roles().items():
-        if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)):
+        if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)) \
+                and _ONLY_WHEN_SET.get(name, object()) != getattr(args, name):
             config[role][name] = getattr(args, name)
         elif role == "schedule" and name in schedule_reads:
             config["training"][name] = getattr(args, name)
     config["model"] = model_section(args)
     config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
+    if args.data == corpus.NAME:
+        config["data"]["corpus_norm"] = args.corpus_norm
     if args.freq is not None and models.capabilities(args.model).time_marks:
         config["data"]["time_features"] = feature_set(args.freq)  # only models that read them
     training = config["training"]
