@@ -37,7 +37,7 @@ def build_model(args, data: DataBundle) -> torch.nn.Module:
         model = models.build(args.model, task, model_hparams(args))
     except ValueError as e:
         raise ConfigError(f"model {args.model}: {e}") from None
-    if args.adaptation:
+    if args.pretrain_model_path:  # --adaptation fine-tunes these weights; a zero-shot test tests them
         state = checkpoint.load(args.pretrain_model_path)
         check_pretrained(args.pretrain_model_path, state, model_section(args))
         # a checkpoint of this framework keeps the weights under "model"; a plain state_dict is the weights
@@ -61,13 +61,13 @@ def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
     _check_writable(args.checkpoints, "--checkpoints")
     if args.resume not in (None, "auto") and not os.path.isfile(args.resume):
         raise ConfigError(f"--resume {args.resume}: no such checkpoint (use --resume auto to start fresh if absent)")
-    if args.adaptation and not os.path.isfile(args.pretrain_model_path):
+    if args.pretrain_model_path and not os.path.isfile(args.pretrain_model_path):
         raise ConfigError(f"--pretrain_model_path {args.pretrain_model_path}: no such file")
     per_step = args.batch_size * args.accum_steps * env.world_size
     if args.is_training and len(data.datasets["train"]) < per_step:
         raise ConfigError(f"the train split has {len(data.datasets['train'])} windows, fewer than one step of "
                           f"batch_size x accum_steps x world size = {per_step}; use a smaller batch or more data")
-    n_test = len(data.datasets["test"])
+    n_test = min(len(data.datasets["test"]), args.test_windows or len(data.datasets["test"]))
     if not eval_windows(n_test, args.batch_size, env.world_size, args.test_drop_last):
         raise ConfigError(f"--test_drop_last keeps no test window: {n_test} windows, fewer than one global batch "
                           f"of batch_size x world size = {args.batch_size * env.world_size}")
@@ -85,7 +85,7 @@ def run_repetition(args, env: dist.DistEnv, data: DataBundle, model: torch.nn.Mo
         exp.train()
     metrics = exp.test()
     log.info("outputs of %s: results %s | checkpoint %s", plan.identity.setting,
-             os.path.join(plan.results_dir, plan.test), plan.test_checkpoint)
+             os.path.join(plan.results_dir, plan.test), plan.test_checkpoint or args.pretrain_model_path)
     return {"history": exp.history, "metrics": metrics}
 
 

@@ -274,6 +274,13 @@ class CorpusWindows:
         series = np.searchsorted(self.cumulative, idx, side="right")
         return series, self.first[series] + idx - (self.cumulative[series] - self.counts[series])
 
+    def series_name(self, window: int, columns: list) -> str:
+        """The source file and channel of a window (columns: unused, every corpus series is one channel)."""
+        idx = int(window if self.subset is None else self.subset[window])
+        series = int(self.locate(np.array([idx]))[0][0])
+        index = self.corpus.index
+        return f"{self.corpus.manifest['files'][index['source'][series]][0]} channel {index['channel'][series]}"
+
     def gather(self, idx: torch.Tensor) -> Batch:
         """Windows idx as one batch; position: the row of each window's first point in its source file."""
         if self.subset is not None:

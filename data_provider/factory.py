@@ -190,8 +190,6 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
         _check_windows(split, windows[split], end - max(begin, 0))
     if args.subset_rand_ratio < 1:
         windows["train"] = random_subset(windows["train"], args.subset_rand_ratio, args.seed)
-    subset = seeded_subset(windows["val"].n_windows, args.val_windows, args.seed)
-    windows["val"].subset = None if subset is None else subset.to(device)
     n_channels = 1 if args.univariate else series.shape[1]
     return DataBundle(dataset_name(args), windows, n_channels, 0 if marks is None else marks.shape[1],
                       table.columns, scaler, os.path.basename(path), fingerprint)
@@ -221,7 +219,6 @@ def corpus_data(args, device: torch.device, is_main: bool) -> DataBundle:
             raise ConfigError(f"no series of corpus {store} has a {split} part long enough for one window of "
                               f"{ds.window_len} steps (the longest has {int((end - begin).max())}, lookback "
                               "included); use a shorter --seq_len/--output_token_len/--test_pred_len")
-    windows["val"].subset = seeded_subset(windows["val"].n_windows, args.val_windows, args.seed)
     if args.subset_rand_ratio < 1:
         n = windows["train"].n_windows
         windows["train"].subset = seeded_subset(n, max(int(n * args.subset_rand_ratio), 1), args.seed)

@@ -9,6 +9,7 @@ series (which must be row-major), so the gather copies B runs of window_len * C 
 reading every channel with a stride (docs/performance.md has the measurement), and the batch arrives
 contiguous.
 """
+import copy
 from itertools import repeat
 from typing import NamedTuple
 
@@ -80,11 +81,15 @@ class WindowDataset:
     def __len__(self) -> int:
         return self.n_windows if self.subset is None else len(self.subset)
 
+    def series_name(self, window: int, columns: list) -> str:
+        """The column a univariate window comes from."""
+        return columns[window // self.n_starts]
+
     def gather(self, idx: torch.Tensor) -> Batch:
         """Windows `idx` (positions in this dataset) as one batch: x and y are views of one gathered block."""
+        if self.subset is not None:  # on the series' device (random_subset), or on the CPU (sampled)
+            idx = self.subset[idx.to(self.subset.device)]
         idx = idx.to(self.series.device)
-        if self.subset is not None:
-            idx = self.subset[idx]
         if self.univariate:
             start = idx % self.n_starts
             window = self.windows[start, :, idx // self.n_starts].unsqueeze(-1)  # (B, W, 1)
@@ -141,6 +146,15 @@ def seeded_subset(n: int, keep: int, seed: int) -> torch.Tensor | None:
     if keep <= 0 or keep >= n:
         return None
     return FeistelPermutation(n, seed)(torch.arange(keep)).sort().values
+
+
+def sampled(dataset, keep: int, seed: int):
+    """A view of dataset holding `keep` of its windows (seeded_subset), for a quick evaluation."""
+    view = copy.copy(dataset)
+    chosen = seeded_subset(len(dataset), keep, seed)
+    if chosen is not None:
+        view.subset = chosen if dataset.subset is None else dataset.subset.cpu()[chosen]
+    return view
 
 
 class ShuffledShard:
@@ -233,11 +247,15 @@ class WindowLoader:
         return self.order.take(0, len(self.order))
 
     def __iter__(self):
+        return self.batches()
+
+    def batches(self, start: int = 0):
+        """The batches of the epoch from batch `start` on (a run resumed in the middle of an epoch)."""
         # Small batches are gathered a few at a time (up to GATHER_BYTES per gather), so the fixed cost of
         # one gather call is shared; a batch is then a slice of the block, and nothing is copied again.
         per_batch = self.batch_size * self.dataset.window_len * self.dataset.n_channels_out * 4
         chunk = self.batch_size * max(1, GATHER_BYTES // per_batch)
-        for begin in range(0, len(self.order), chunk):
+        for begin in range(start * self.batch_size, len(self.order), chunk):
             x, y, x_mark, position = self.dataset.gather(self.order.take(begin, min(begin + chunk, len(self.order))))
             # one split per tensor makes every batch's views in C++, not a Python slice per batch and tensor
             marks = repeat(None) if x_mark is None else x_mark.split(self.batch_size)

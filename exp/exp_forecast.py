@@ -1,6 +1,7 @@
 """Forecasting experiment: one code path for single-process and DDP training, validation and test."""
 import contextlib
 import dataclasses
+from dataclasses import dataclass
 import logging
 import math
 import statistics
@@ -13,7 +14,7 @@ from tqdm import tqdm
 
 import models
 from data_provider.factory import DataBundle
-from data_provider.windows import Batch, eval_loader, eval_windows, train_loader
+from data_provider.windows import Batch, eval_loader, eval_windows, sampled, train_loader
 from exp.identity import RunPlan, clear_run, features_code, write_record
 from models.base import Capabilities
 from utils import checkpoint, interrupt
@@ -22,6 +23,7 @@ from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduc
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
+from utils.memory import peak_rss_mb
 from utils.metrics import log_line, metrics_from_windows, names as metric_names, window_errors
 from utils.outputs import make_outputs
 from utils.schedules import Horizon, build_scheduler, world_factor
@@ -74,6 +76,60 @@ def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
                           "(batch, time, channels); see 'Adding a model' in README.md")
 
 
+@dataclass(frozen=True)
+class Course:
+    """How long training goes and when it validates and saves, in optimizer steps. By epochs (the default):
+    a validation (a history row) and a resumable checkpoint at the end of every epoch; by steps
+    (--train_steps): every --val_every and --save_every steps, across epoch boundaries."""
+    steps_per_epoch: int
+    total: int       # optimizer steps of the whole run
+    every: int       # steps per history row
+    save_every: int
+    by_steps: bool
+
+    @classmethod
+    def of(cls, args, steps_per_epoch: int) -> "Course":
+        if not args.train_steps:
+            return cls(steps_per_epoch, steps_per_epoch * args.train_epochs, steps_per_epoch, steps_per_epoch, False)
+        every = args.val_every or args.train_steps
+        return cls(steps_per_epoch, args.train_steps, every, args.save_every or every, True)
+
+    @property
+    def epochs(self) -> int:
+        return math.ceil(self.total / self.steps_per_epoch)
+
+    @property
+    def unit(self) -> str:
+        return "validations" if self.by_steps else "epochs"
+
+    def row_start(self, step: int) -> int:
+        return step // self.every * self.every
+
+    def row_end(self, step: int) -> int:
+        return min((step // self.every + 1) * self.every, self.total)
+
+    def span(self, step: int) -> str:
+        """The row that step `step` (0-based) is in: its epoch, or its range of steps."""
+        if self.by_steps:
+            return f"steps {self.row_start(step) + 1}-{self.row_end(step)}"
+        return f"epoch {step // self.steps_per_epoch + 1}"
+
+    def progress(self, step: int) -> str:
+        return f"step {step}/{self.total}" if self.by_steps else f"epoch {step // self.steps_per_epoch}/{self.epochs}"
+
+    def row_index(self, step: int, rows_done: int) -> dict:
+        """What names a history row: its epoch; by steps, the step and the epochs it amounts to."""
+        if self.by_steps:
+            return {"step": step, "epoch": round(step / self.steps_per_epoch, 4)}
+        return {"epoch": rows_done + 1}
+
+    def summary(self, history: list, best_row: int) -> dict:
+        if self.by_steps:
+            return {"best_epoch": history[best_row]["epoch"], "epochs_run": history[-1]["epoch"],
+                    "best_step": history[best_row]["step"], "steps_run": history[-1]["step"]}
+        return {"best_epoch": best_row + 1, "epochs_run": len(history)}
+
+
 class ExpForecast:
     def __init__(self, args, env: DistEnv, data: DataBundle, model: nn.Module, plan: RunPlan, callbacks=()):
         """One run (repetition) of the plan: its seed shuffles the training windows, as it initialised the model.
@@ -110,8 +166,14 @@ class ExpForecast:
         sets, bs = data.datasets, args.batch_size
         self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, plan.identity.seed,
                                               args.accum_steps),
-                        "val": eval_loader(sets["val"], bs, env.rank, env.world_size),
-                        "test": eval_loader(sets["test"], bs, env.rank, env.world_size, args.test_drop_last)}
+                        "val_all": eval_loader(sets["val"], bs, env.rank, env.world_size),
+                        "test": eval_loader(sampled(sets["test"], args.test_windows, args.seed), bs, env.rank,
+                                            env.world_size, args.test_drop_last)}
+        # evaluation during training: all windows, or a fixed seeded subset of --val_windows (the test's too)
+        self.loaders["val"], self.loaders["test_rows"] = (
+            eval_loader(sampled(sets[split], args.val_windows, args.seed), bs, env.rank, env.world_size)
+            if args.val_windows and args.val_windows < len(sets[split]) else self.loaders[full]
+            for split, full in (("val", "val_all"), ("test", "test")))
         # the payload is built lazily, so ranks that do not write never serialise state
         self.save_checkpoint = checkpoint.save_lazily if env.is_main else (lambda make_payload, path: None)
         self.write_record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
@@ -180,76 +242,92 @@ class ExpForecast:
         a, env, plan = self.args, self.env, self.plan
         loader = self.loaders["train"]
         optimizer = self._select_optimizer()
-        steps_per_epoch = len(loader) // a.accum_steps  # the loader yields whole accumulation groups
-        horizon = Horizon(steps_per_epoch, a.train_epochs, a.learning_rate, a.pct_start)
+        course = Course.of(a, len(loader) // a.accum_steps)  # the loader yields whole accumulation groups
+        horizon = Horizon(course.steps_per_epoch, course.epochs, a.learning_rate, a.pct_start, a.train_steps)
         scheduler = build_scheduler(optimizer, a.lradj, horizon, self.world_factor, a.warmup_epochs)
         stopper = EarlyStopping(a.patience)
         if plan.clear and env.is_main:
             clear_run(plan)
-        start_epoch = self._resume(optimizer, scheduler, stopper)
+        unfinished = self._resume(optimizer, scheduler, stopper)
         self.outputs.start_training(self.history)
-        self.write_record(status="training", epochs_done=start_epoch)
-        log.info("world size %d | global batch %d | lr %.3g x %.3g (%s) = %.3g | %d train windows, %d steps/epoch",
+        self.write_record(status="training", epochs_done=len(self.history))
+        log.info("world size %d | global batch %d | lr %.3g x %.3g (%s) = %.3g | %d train windows, %d steps/epoch%s",
                  env.world_size, a.batch_size * a.accum_steps * env.world_size, a.learning_rate, self.world_factor,
-                 a.lr_scale, self.effective_lr, len(self.data.datasets["train"]), steps_per_epoch)
-        last_epoch = start_epoch if stopper.stop else a.train_epochs  # a resumed run may have stopped already
-        for epoch in range(start_epoch, last_epoch):
-            interrupt.doing(f"during epoch {epoch + 1}", "continue with --resume auto")
-            row = self._epoch(epoch, loader, optimizer, scheduler)
+                 a.lr_scale, self.effective_lr, len(self.data.datasets["train"]), course.steps_per_epoch,
+                 f" | {course.total} steps, validating every {course.every}" if course.by_steps else "")
+        batches = self._micro_batches(loader, scheduler.steps, course.steps_per_epoch)
+        while scheduler.steps < course.total and not stopper.stop:  # a resumed run may have stopped already
+            interrupt.doing(f"during {course.span(scheduler.steps)}", "continue with --resume auto")
+            row = self._row(course, batches, optimizer, scheduler, stopper, unfinished)
+            unfinished = None
             for hook in self.epoch_hooks:
-                hook(epoch + 1, row)
-            improved = stopper.step(row["vali_loss"], epoch)
+                hook(len(self.history) + 1, row)
+            improved = stopper.step(row["vali_loss"], len(self.history))
             self.history.append(row)
             rng = all_gather_object(rng_state(self.device))  # every rank's stream, for an exact resume
             if improved:
-                self._save(plan.best_path, optimizer, scheduler, stopper, epoch, rng)
-            self._save(plan.last_path, optimizer, scheduler, stopper, epoch, rng)  # what a restarted job resumes from
+                self._save(plan.best_path, optimizer, scheduler, stopper, rng)
+            self._save(plan.last_path, optimizer, scheduler, stopper, rng)  # what a restarted job resumes from
             self.outputs.epoch(row)
-            self.write_record(status="training", epochs_done=epoch + 1)
-            log.info("epoch %d/%d | train %.6f | vali %.6f | test %.6f | lr %.3g | %.1fs + %.1fs eval%s",
-                     epoch + 1, a.train_epochs, row["train_loss"], row["vali_loss"], row["test_loss"], row["lr"],
-                     row["train_seconds"], row["eval_seconds"], " | best" if improved else "")
-            if stopper.stop:
-                if epoch + 1 < a.train_epochs:
-                    log.info("early stopping: no improvement for %d epochs", a.patience)
-                break
+            self.write_record(status="training", epochs_done=len(self.history))
+            log.info("%s | train %.6f | vali %.6f | test %.6f | lr %.3g | %.1fs + %.1fs eval%s",
+                     course.progress(scheduler.steps), row["train_loss"], row["vali_loss"], row["test_loss"],
+                     row["lr"], row["train_seconds"], row["eval_seconds"], " | best" if improved else "")
+            if stopper.stop and scheduler.steps < course.total:
+                log.info("early stopping: no improvement for %d %s", a.patience, course.unit)
         if a.visualize:
             self.outputs.loss_curves()
         self.outputs.close()
         self.write_record(status="trained", epochs_done=len(self.history))
-        self.train_summary = {"best_epoch": stopper.best_epoch + 1, "epochs_run": len(self.history)}
+        peaks = all_gather_floats(peak_rss_mb(), self.device)
+        log.info("peak memory (RSS) per rank: %s MB", ", ".join(f"{p:.0f}" for p in peaks))
+        self.train_summary = {**course.summary(self.history, stopper.best_epoch), "peak_rss_mb": max(peaks)}
         barrier()  # the best checkpoint is on disk before any rank reads it
         self._load(plan.best_path)
+        if self.loaders["val_all"] is not self.loaders["val"]:
+            self.train_summary["vali_loss_all"] = self.vali(self.loaders["val_all"], self.criterion,
+                                                            is_test=a.valid_last)
         return self.model
 
-    def _epoch(self, epoch: int, loader, optimizer, scheduler) -> dict:
-        """Train one epoch, then validate and test: one history row."""
-        loader.set_epoch(epoch)
-        lr = optimizer.param_groups[0]["lr"]
+    def _micro_batches(self, loader, step: int, steps_per_epoch: int):
+        """(epoch, micro-batch of the epoch, batch) from optimizer step `step` on, one epoch after another."""
+        accum = self.args.accum_steps
+        epoch, done = divmod(step, steps_per_epoch)
+        while True:
+            loader.set_epoch(epoch)
+            yield from ((epoch, i, batch) for i, batch in enumerate(loader.batches(done * accum), done * accum))
+            epoch, done = epoch + 1, 0
+
+    def _row(self, course: Course, batches, optimizer, scheduler, stopper, unfinished) -> dict:
+        """Train up to the next validation (an epoch, or --val_every steps), validate and test: one history row."""
+        first, last = scheduler.steps, course.row_end(scheduler.steps)
+        lr = scheduler.lr_at(course.row_start(first))  # also when resumed inside the row
         start = time.perf_counter()
         self.forward_timer.reset()
-        train = self._train_epoch(loader, optimizer, scheduler, epoch)
+        train = self._train_steps(course, batches, last, optimizer, scheduler, stopper, unfinished)
         trained = time.perf_counter()
-        self._warn_slow_ranks(epoch, self.forward_timer.total() / len(loader))
+        self._warn_slow_ranks(course.span(first), self.forward_timer.total() / ((last - first) * self.args.accum_steps))
         vali_loss = self.vali(self.loaders["val"], self.criterion, is_test=self.args.valid_last)
-        test_loss = self.vali(self.loaders["test"], self.criterion, is_test=True)
-        return {"epoch": epoch + 1, "train_loss": train.pop("train_loss"), "vali_loss": vali_loss,
-                "test_loss": test_loss, "lr": lr, "train_seconds": trained - start,
+        test_loss = self.vali(self.loaders["test_rows"], self.criterion, is_test=True)
+        return {**course.row_index(last, len(self.history)), "train_loss": train.pop("train_loss"),
+                "vali_loss": vali_loss, "test_loss": test_loss, "lr": lr, "train_seconds": trained - start,
                 "eval_seconds": time.perf_counter() - trained, **train}
 
-    def _train_epoch(self, loader, optimizer, scheduler, epoch: int) -> dict:
-        """One pass over the training windows: the global mean train_loss (and aux_<name> of each loss term
-        the model adds). With accum_steps N, one optimizer step per N micro-batches,
-        each micro-loss divided by N (the loader yields whole groups of equal batches), so the update equals
-        one N-times larger batch.
+    def _train_steps(self, course: Course, batches, last: int, optimizer, scheduler, stopper, unfinished) -> dict:
+        """Optimizer steps up to step `last`: the global mean train_loss of the row (and aux_<name> of each loss
+        term the model adds). With accum_steps N, one optimizer step per N micro-batches, each micro-loss divided
+        by N (the loader yields whole groups of equal batches), so the update equals one N-times larger batch.
 
-        Step losses stay on the device (no per-step sync) and are read once, at the end of the epoch.
+        Step losses stay on the device (no per-step sync) and are read once, at the end of the row; a checkpoint
+        saved inside the row (--save_every) keeps every rank's so far (unfinished: this rank's, resumed).
         """
         self.model.train()
         accum = self.args.accum_steps
-        losses, names = [], ()
-        batches = tqdm(loader, desc=f"epoch {epoch + 1}", leave=False, disable=not self.env.is_main or None)
-        for i, batch in enumerate(batches):
+        losses, names = [] if unfinished is None else list(unfinished.to(self.device)), ()
+        micro = (last - scheduler.steps) * accum
+        bar = tqdm(total=micro, desc=course.span(scheduler.steps), leave=False,
+                   disable=not self.env.is_main or None)
+        for _, (epoch, i, batch) in zip(range(micro), batches):
             last_micro = (i + 1) % accum == 0
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
                 with self.forward_timer:  # hooks count as forward time: a slow hook makes a straggler
@@ -259,56 +337,64 @@ class ExpForecast:
                         loss = hook(epoch + 1, i + 1, loss)
                     objective = loss + sum(terms.values()) if terms else loss
                 self.scaler.scale(objective if accum == 1 else objective / accum).backward()
+            names = tuple(terms)
+            losses.append(torch.stack([loss.detach(), *(t.detach().float() for t in terms.values())]))
             if last_micro:
                 self.scaler.step(optimizer)
                 self.scaler.update()
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
-            names = tuple(terms)
-            losses.append(torch.stack([loss.detach(), *(t.detach().float() for t in terms.values())]))
-        means = self._epoch_loss(torch.stack(losses), loader.batch_sizes(), epoch)
+                if scheduler.steps < last and scheduler.steps % course.save_every == 0:
+                    rng = all_gather_object(rng_state(self.device))
+                    row_so_far = all_gather_object(torch.stack(losses).cpu())
+                    self._save(self.plan.last_path, optimizer, scheduler, stopper, rng, row_so_far)
+            bar.update()
+        bar.close()
+        means = self._epoch_loss(torch.stack(losses), [self.args.batch_size] * len(losses), course.span(last - 1))
         return {"train_loss": means[0], **{f"aux_{name}": m for name, m in zip(names, means[1:], strict=True)}}
 
-    def _epoch_loss(self, losses: torch.Tensor, sizes: list, epoch: int) -> list:
+    def _epoch_loss(self, losses: torch.Tensor, sizes: list, where: str) -> list:
         """Global means of the (steps, terms) training losses (the criterion's, then a model's own terms);
         every rank alike raises if any rank had a non-finite one."""
         bad = ~torch.isfinite(losses).all(-1)
         first_bad = torch.where(bad.any(), bad.double().argmax() + 1, NO_STEP)
         first_bad = all_reduce_min(first_bad).item()
         if first_bad < NO_STEP:
-            raise TrainingError(f"non-finite training loss at epoch {epoch + 1}, step {int(first_bad)} of "
+            raise TrainingError(f"non-finite training loss at {where}, step {int(first_bad)} of "
                                 f"{len(losses)}: lower --learning_rate, try --use_amp off, or check the data")
         sizes = torch.tensor(sizes, dtype=torch.float64, device=self.device)
         return global_mean((losses.double() * sizes[:, None]).sum(0), sizes.sum()).tolist()
 
-    def _warn_slow_ranks(self, epoch: int, seconds_per_step: float) -> None:
+    def _warn_slow_ranks(self, where: str, seconds_per_step: float) -> None:
         """A GPU shared with another job slows the whole group: name the ranks well behind the median.
 
         Compared is each rank's forward time, which the gradient all-reduce has not yet evened out.
         """
         times = all_gather_floats(seconds_per_step, self.device)
         for rank in slow_ranks(times):
-            group_log.warning("epoch %d: rank %d takes %.4fs per forward, %.1fx the median %.4fs: the group waits "
-                              "for it",
-                        epoch + 1, rank, times[rank], times[rank] / statistics.median(times),
-                        statistics.median(times))
+            group_log.warning("%s: rank %d takes %.4fs per forward, %.1fx the median %.4fs: the group waits for it",
+                              where, rank, times[rank], times[rank] / statistics.median(times),
+                              statistics.median(times))
 
-    def _save(self, path: str, optimizer, scheduler, stopper: EarlyStopping, epoch: int, rng: list) -> None:
-        """Everything a resumed run needs, and what the run is (its identity); written by the main rank only."""
+    def _save(self, path: str, optimizer, scheduler, stopper: EarlyStopping, rng: list,
+              row_so_far: list | None = None) -> None:
+        """Everything a resumed run needs, and what the run is (its identity); written by the main rank only.
+        row_so_far: inside a row, every rank's step losses since its start."""
         if self.shards_optimizer:
             optimizer.consolidate_state_dict(to=0)  # a collective: every rank takes part, rank 0 gets the state
         self.save_checkpoint(lambda: {
             "model": checkpoint.trainable_state(self.raw_model), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": epoch,
-            "step": scheduler.steps, "early_stopping": stopper.state_dict(), "history": list(self.history),
-            "rng": rng, "world_size": self.env.world_size, "identity": dataclasses.asdict(self.plan.identity),
-            "args": vars(self.args)}, path)
+            "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": len(self.history) - 1,
+            "step": scheduler.steps, "row_so_far": row_so_far, "early_stopping": stopper.state_dict(),
+            "history": list(self.history), "rng": rng, "world_size": self.env.world_size,
+            "identity": dataclasses.asdict(self.plan.identity), "args": vars(self.args)}, path)
 
-    def _resume(self, optimizer, scheduler, stopper: EarlyStopping) -> int:
-        """Restore a full checkpoint (the plan's resume_from); returns the epoch to start from."""
+    def _resume(self, optimizer, scheduler, stopper: EarlyStopping) -> torch.Tensor | None:
+        """Restore a full checkpoint (the plan's resume_from), at the step it was saved at; returns this rank's
+        step losses of the row it was saved inside (None: saved at a row's end, or a fresh start)."""
         path = self.plan.resume_from
         if path is None:
-            return 0
+            return None
         state = self._load(path)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -316,9 +402,14 @@ class ExpForecast:
         stopper.load_state_dict(state["early_stopping"])
         self.history[:] = state["history"]
         self._restore_rng(state["rng"], state["epoch"])
-        log.info("resumed from %s: epoch %d done, step %d, best vali %.6f at epoch %d", path, state["epoch"] + 1,
+        inside = state.get("row_so_far")  # absent from checkpoints written before runs by steps
+        log.info("resumed from %s: %s done, step %d, best vali %.6f at row %d", path,
+                 f"{len(self.history)} rows and {len(inside[0])} micro-batches" if inside else
+                 f"epoch {state['epoch'] + 1}" if not self.args.train_steps else f"{len(self.history)} rows",
                  state["step"], stopper.best, stopper.best_epoch + 1)
-        return state["epoch"] + 1
+        if inside is None:
+            return None
+        return inside[self.env.rank] if self.env.rank < len(inside) else torch.zeros(0, inside[0].shape[1])
 
     def _restore_rng(self, saved: list, epoch: int) -> None:
         """Each rank continues its own random stream, so a resumed run equals an uninterrupted one. A group of
@@ -356,26 +447,29 @@ class ExpForecast:
         a, env, plan = self.args, self.env, self.plan
         interrupt.doing(f"while testing {plan.identity.setting}",
                         "its checkpoint is saved: test it again with --is_training 0")
-        if not plan.train:
+        if plan.test_checkpoint is None:  # zero-shot: the pretrained weights, untrained here
+            self.train_summary = {"best_epoch": None, "epochs_run": 0}
+        elif not plan.train:
             state = self._load(plan.test_checkpoint)
             self.history = state["history"]
             # the best checkpoint knows its epoch, not how long training went on after it
-            self.train_summary = {"best_epoch": state["early_stopping"]["best_epoch"] + 1, "epochs_run": None}
+            self.train_summary = {**Course.of(a, 1).summary(self.history, state["early_stopping"]["best_epoch"]),
+                                  "epochs_run": None}
         model = self.raw_model
         model.eval()
         errors = self._window_errors(model, self.loaders["test"])
         metrics = metrics_from_windows(errors)
         identity = plan.identity
-        trained_on = identity.config["training"]["world_size"]
+        trained_on = identity.config["training"].get("world_size")  # None: zero-shot, nothing trained here
+        training = {} if trained_on is None else dict(
+            global_batch_size=a.batch_size * a.accum_steps * trained_on, learning_rate=a.learning_rate,
+            effective_lr=a.learning_rate * world_factor(a.lr_scale, trained_on))
         metrics.update(
             setting=identity.setting, test=plan.test, config_id=identity.config_id, seed=identity.seed,
             model=a.model, dataset=self.data.name, features=features_code(a),
             seq_len=a.seq_len, output_token_len=a.output_token_len, test_pred_len=a.test_pred_len,
-            world_size=trained_on, test_world_size=env.world_size,
-            global_batch_size=a.batch_size * a.accum_steps * trained_on,
-            learning_rate=a.learning_rate, effective_lr=a.learning_rate * world_factor(a.lr_scale, trained_on),
-            n_test_windows=len(errors),
-            checkpoint=plan.test_checkpoint, **self.train_summary, config=identity.config)
+            world_size=trained_on, test_world_size=env.world_size, **training, n_test_windows=len(errors),
+            checkpoint=plan.test_checkpoint or a.pretrain_model_path, **self.train_summary, config=identity.config)
         forecasts = self._sample_forecasts(model) if a.visualize and env.is_main else ()  # only rank 0 plots
         by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
         self.outputs.test(plan.test, metrics, by_window, forecasts)
@@ -405,7 +499,7 @@ class ExpForecast:
         windows = []
         for i, window in enumerate(idx.tolist()):
             if a.univariate:
-                panels = [(columns[window // ds.n_starts], 0)]
+                panels = [(ds.series_name(window, columns), 0)]
             else:
                 panels = [(f"{columns[-1]} (target)", len(columns) - 1)]
                 chosen = a.plot_channel % len(columns)  # in range: checked at start-up

@@ -154,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     f.section("optimisation")
     f.add("training", "--train_epochs", type=int, default=10,
           help="maximum epochs (early stopping may end sooner)")
+    f.add("training", "--train_steps", type=int, default=0,
+          help="train for this many optimizer steps instead of epochs, across epoch boundaries (0: by epochs)")
+    f.add("training", "--val_every", type=int, default=0,
+          help="with --train_steps: validate (a history row, early stopping, the best checkpoint) every this many "
+               "steps (0: once, at the end)")
+    f.add("none", "--save_every", type=int, default=0,
+          help="with --train_steps: also save the resumable checkpoint every this many steps (0: at each "
+               "validation); a resumed run continues mid-epoch exactly")
     f.add("training", "--batch_size", type=int, default=32,
           help="per process: the global batch is batch_size x world size")
     f.add("training", "--learning_rate", type=float, default=1e-4, help="single-process learning rate")
@@ -168,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("schedule", "--pct_start", type=float, default=0.2,
           help="TST, warmup_cosine: share of the steps before the peak lr (TSLib's flag and default)")
     f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")
-    f.add("training", "--patience", type=int, default=3, help="early-stopping patience in epochs")
+    f.add("training", "--patience", type=int, default=3,
+          help="early-stopping patience in epochs (with --train_steps: in validations)")
     f.add("training", "--use_amp", action="store_true",
           help="mixed precision: bf16 autocast (fp16 + GradScaler on CUDA); slow on CPUs without bf16")
     f.add("none", "--find_unused_parameters", action="store_true",
@@ -188,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
           help="with --is_training 0: a run folder under --checkpoints to test, with the model it was trained "
                "as (default: this run's own)")
     f.add("none", "--test_file_name", default="checkpoint.pth", help="checkpoint file inside the run folder")
+    f.add("test", "--test_windows", type=int, default=0,
+          help="test on a fixed seeded subset of this many test windows, named in the test (tp96_w5000); for a "
+               "corpus whose test split is too large to score whole (0: all)")
     f.add("test", "--test_drop_last", action="store_true",
           help="score only the test windows that fill whole global batches (batch_size x world size), as the "
                "original DLinear/PatchTST code did (off: every window is scored)")
@@ -206,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("training", "--adaptation", action="store_true",
           help="start from pretrained weights (--pretrain_model_path) instead of a random initialisation")
     f.add("training", "--pretrain_model_path", default=None,
-          help="with --adaptation: a checkpoint of this framework or a plain state_dict "
-               "('module.' prefixes accepted)")
+          help="with --adaptation: a checkpoint of this framework or a plain state_dict to fine-tune from; with "
+               "--is_training 0 and no --adaptation: the weights tested zero-shot, without training ('module.' "
+               "prefixes accepted)")
 
     f.section("distributed")
     f.add("none", "--ddp", action="store_true",
@@ -332,7 +345,10 @@ def validate(args) -> None:
     _check_hparams(args)
     _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
     _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
-    _require(args.val_windows >= 0, f"--val_windows must be >= 0, got {args.val_windows}")
+    for name in ("val_windows", "test_windows", "train_steps", "val_every", "save_every"):
+        _require(getattr(args, name) >= 0, f"--{name} must be >= 0, got {getattr(args, name)}")
+    _require(args.train_steps or not (args.val_every or args.save_every),
+             "--val_every and --save_every count steps of a --train_steps run")
     _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
     _require(0 < args.pct_start < 1, f"--pct_start must be in (0, 1), got {args.pct_start}")
     _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")
@@ -356,8 +372,12 @@ def validate(args) -> None:
                  f"model {args.model} forecasts the target alone with --covariate, so it cannot roll its forecast "
                  f"out to --test_pred_len {args.test_pred_len} > --output_token_len {args.output_token_len}")
     _require(not args.last_token or args.covariate, "--last_token only applies with --covariate")
-    _require(args.adaptation == (args.pretrain_model_path is not None),
-             "--adaptation and --pretrain_model_path go together")
+    _require(not args.adaptation or args.pretrain_model_path is not None,
+             "--adaptation starts from pretrained weights: name them with --pretrain_model_path")
+    _require(args.adaptation or args.pretrain_model_path is None or not args.is_training,
+             "--pretrain_model_path: add --adaptation to fine-tune from it, or --is_training 0 to test it zero-shot")
+    _require(not zero_shot(args) or args.test_dir is None, "a zero-shot test (--pretrain_model_path with "
+             "--is_training 0) tests those weights, not a run of --test_dir")
     _require(not (args.overwrite and args.resume == "auto"),
              "--overwrite trains again from scratch; --resume auto continues: choose one")
     _require(not (args.overwrite and not args.is_training), "--overwrite only applies to training (--is_training 1)")
@@ -384,6 +404,11 @@ def reference_markdown() -> str:
             lines.append(f"| `{action.option_strings[0]}` | {default} | {meaning} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def zero_shot(args) -> bool:
+    """Pretrained weights tested as they are, on data they were not trained on."""
+    return not args.is_training and not args.adaptation and args.pretrain_model_path is not None
 
 
 def uses_input_tokens(args) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import models
 from data_provider import corpus
 from data_provider.factory import DataBundle, feature_set
-from exp.flags import model_hparams, roles, uses_input_tokens
+from exp.flags import model_hparams, roles, uses_input_tokens, zero_shot
 from utils import checkpoint, schedules
 from utils.errors import ConfigError
 from utils.files import write_atomic
@@ -71,7 +71,7 @@ def features_code(args) -> str:
 
 
 # flags added after results were published: at their default they stay out, so earlier runs keep their identity
-_ONLY_WHEN_SET = {"val_windows": 0}
+_ONLY_WHEN_SET = {"val_windows": 0, "train_steps": 0, "val_every": 0}
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:
@@ -92,6 +92,9 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
         config["data"]["corpus_norm"] = args.corpus_norm
     if args.freq is not None and models.capabilities(args.model).time_marks:
         config["data"]["time_features"] = feature_set(args.freq)  # only models that read them
+    if zero_shot(args):  # nothing is trained: the weights are what the test depends on
+        config["training"] = {"zero_shot_from": file_fingerprint(args.pretrain_model_path)}
+        return config
     training = config["training"]
     training["pretrain_model_path"] = file_fingerprint(args.pretrain_model_path) if args.adaptation else None
     training["world_size"] = world_size
@@ -112,8 +115,10 @@ def make_identity(args, data: DataBundle, world_size: int, seed: int) -> RunIden
 
 
 def test_name(args, world_size: int) -> str:
-    """tp<horizon>; with --test_drop_last, the global batch whose incomplete last batch was dropped."""
+    """tp<horizon>; with --test_windows, the size of the subset tested; with --test_drop_last, the global batch whose
+    incomplete last batch was dropped."""
     name = f"tp{args.test_pred_len}"
+    name = f"{name}_w{args.test_windows}" if args.test_windows else name
     return f"{name}_droplast{args.batch_size * world_size}" if args.test_drop_last else name
 
 
@@ -201,6 +206,8 @@ def plan_runs(args, data: DataBundle, world_size: int, adopted: RunIdentity | No
         if args.is_training:
             train, resume_from, clear = _training_plan(args, identity, checkpoint_dir)
             test_checkpoint = os.path.join(checkpoint_dir, "checkpoint.pth")
+        elif zero_shot(args):  # the pretrained weights build_model loaded are tested as they are
+            train, resume_from, clear, test_checkpoint = False, None, False, None
         else:
             train, resume_from, clear = False, None, False
             if not adopted:

@@ -11,6 +11,7 @@ from data_provider import corpus, corpus_gen
 from data_provider.windows import FeistelPermutation, direct_offsets, seeded_subset, train_loader
 from tests.conftest import torchrun
 from utils.errors import ConfigError
+from utils.identity import file_fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +140,30 @@ def test_run_builds_a_missing_store_and_refuses_one_whose_files_changed(tmp_path
     with pytest.raises(ConfigError, match=rf"does not match the files in .*: 1 file\(s\) changed since it was built, "
                                           rf"e.g. {changed}; delete the store"):
         run.main(_corpus_args(root, tmp_path, "--des", "again"))
+
+
+def test_a_model_pretrained_on_a_corpus_is_tested_zero_shot(tiny_csv, tmp_path):
+    """Zero-shot: the pretrained weights tested without training. On the corpus itself it scores exactly what the
+    pre-training run's test scored; on a benchmark file it needs no run of its own."""
+    root = tmp_path / "series"
+    corpus_gen.generate(str(root), 20000, 8, seed=4)
+    pretrained = run.main(_corpus_args(root, tmp_path, "--test_windows", "200"))[0]["metrics"]
+    weights = pretrained["checkpoint"]
+    again = run.main(_corpus_args(root, tmp_path / "zs", "--test_windows", "200", "--is_training", "0",
+                                  "--pretrain_model_path", weights))[0]["metrics"]
+    assert again["test"] == "tp16_w200" and again["n_test_windows"] == 200 and again["checkpoint"] == weights
+    assert again["config"]["training"] == {"zero_shot_from": file_fingerprint(weights), "seed": 2021}
+    for k in ("mse", "mae"):
+        assert again[k] == pretrained[k], k
+    ett = ["--data", "custom", "--root_path", str(tiny_csv.parent), "--data_path", tiny_csv.name, "--univariate"]
+    flags = _corpus_args(root, tmp_path / "ett", "--is_training", "0", "--pretrain_model_path", weights)
+    flags[flags.index("--data"):flags.index("--root_path") + 2] = ett
+    zero = run.main(flags)[0]["metrics"]
+    assert zero["dataset"] == "tiny" and zero["features"] == "U" and zero["epochs_run"] == 0
+    with pytest.raises(ConfigError, match="d_model: 16 -> 32"):
+        run.main(flags + ["--d_model", "32"])
+    with pytest.raises(ConfigError, match="add --adaptation to fine-tune from it, or --is_training 0"):
+        run.main(_corpus_args(root, tmp_path, "--pretrain_model_path", weights))
 
 
 @pytest.mark.slow

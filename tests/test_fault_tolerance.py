@@ -74,6 +74,44 @@ def test_resume_auto_continues_an_interrupted_run_exactly(tiny_args, tmp_path):
     _same_metrics(resumed["metrics"], whole["metrics"], rel=1e-9)
 
 
+class _Stop(Exception):
+    pass
+
+
+class _StopAt:
+    """A callback that ends the run at one training micro-batch (epoch and step count from 1)."""
+
+    def __init__(self, epoch, step):
+        self.at = (epoch, step)
+
+    def on_train_step(self, epoch, step, loss):
+        if (epoch, step) == self.at:
+            raise _Stop
+        return loss
+
+
+def test_a_run_by_steps_resumes_in_the_middle_of_an_epoch_and_of_a_row_exactly(tiny_args, tmp_path):
+    """22 steps an epoch; validation every 10 steps on 20 windows; a checkpoint every 4 steps. Stopped at step 25
+    (epoch 2), it resumes at step 24 with the loader position, every random stream and the row's losses so far:
+    every history row and the test equal an uninterrupted run's bit for bit (dropout on)."""
+    args = tiny_args + ["--train_steps", "30", "--val_every", "10", "--save_every", "4", "--lradj", "warmup_cosine",
+                        "--val_windows", "20", "--resume", "auto"]
+    whole = run.main(args + ["--checkpoints", str(tmp_path / "a")])[0]
+    with pytest.raises(_Stop):
+        run.main(args + ["--checkpoints", str(tmp_path / "b")], callbacks=[_StopAt(2, 3)])
+    (last,) = (tmp_path / "b").glob("*/last.pth")
+    state = checkpoint.load(str(last), torch.device("cpu"))
+    assert state["step"] == 24 and len(state["history"]) == 2 and len(state["row_so_far"][0]) == 4
+    resumed = run.main(args + ["--checkpoints", str(tmp_path / "b")])[0]
+    assert [h["step"] for h in whole["history"]] == [10, 20, 30]
+    assert [h["epoch"] for h in whole["history"]] == [round(s / 22, 4) for s in (10, 20, 30)]
+    drop = ("train_seconds", "eval_seconds")
+    assert [{k: v for k, v in h.items() if k not in drop} for h in resumed["history"]] == \
+           [{k: v for k, v in h.items() if k not in drop} for h in whole["history"]]
+    _same_metrics(resumed["metrics"], whole["metrics"], rel=0)
+    assert whole["metrics"]["steps_run"] == 30 and whole["metrics"]["vali_loss_all"] > 0
+
+
 def test_resume_from_an_explicit_path_and_a_missing_one(tiny_args, tmp_path):
     run.main(tiny_args + ["--train_epochs", "1"])
     (last,) = list((tmp_path / "ckpt").glob("*/last.pth"))
@@ -87,8 +125,10 @@ def test_resume_from_an_explicit_path_and_a_missing_one(tiny_args, tmp_path):
 
 
 def test_a_killed_worker_is_restarted_by_torchrun_and_resumes(tiny_args, tmp_path):
-    """SIGKILL one of two workers in epoch 2; torchrun restarts the group, which resumes after epoch 1."""
-    args = tiny_args + ["--train_epochs", "3", "--lradj", "type1", "--resume", "auto"]
+    """SIGKILL one of two workers at step 16 of a run by steps (11 steps an epoch at 2 x 16); torchrun restarts the
+    group, which resumes from step 15, in the middle of epoch 2 and of a row, and ends as an uninterrupted run."""
+    args = tiny_args + ["--train_steps", "24", "--val_every", "8", "--save_every", "3", "--dropout", "0.1",
+                        "--resume", "auto"]
     marker = tmp_path / "victim.pid"
     out = tmp_path / "elastic"
     os.makedirs(out)
@@ -98,13 +138,13 @@ def test_a_killed_worker_is_restarted_by_torchrun_and_resumes(tiny_args, tmp_pat
     os.kill(_paused_pid(marker, proc), signal.SIGKILL)
     stderr = _finish(proc, timeout=240)
     assert proc.returncode == 0, stderr[-3000:]
-    assert "resumed from" in stderr and "epoch 1 done" in stderr
+    assert "resumed from" in stderr and "1 rows and 7 micro-batches done, step 15" in stderr
     ranks = [json.loads((out / f"rank{r}.json").read_text())[0] for r in range(2)]
     assert [r["restarts"] for r in ranks] == [1, 1], "one restart of the whole group"
-    _, whole = torchrun(tiny_args + ["--train_epochs", "3", "--lradj", "type1", "--checkpoints",
-                                     str(tmp_path / "w")], tmp_path / "whole")
-    assert [h["epoch"] for h in ranks[0]["history"]] == [1, 2, 3]
-    _same_metrics(ranks[0]["metrics"], whole[0][0]["metrics"])
+    _, whole = torchrun(args + ["--checkpoints", str(tmp_path / "w")], tmp_path / "whole")
+    assert [h["step"] for h in ranks[0]["history"]] == [8, 16, 24]
+    assert [h["train_loss"] for h in ranks[0]["history"]] == [h["train_loss"] for h in whole[0][0]["history"]]
+    _same_metrics(ranks[0]["metrics"], whole[0][0]["metrics"], rel=0)
 
 
 # ---- checkpoint safety ----------------------------------------------------------------------------

@@ -38,13 +38,19 @@ def test_every_flag_has_a_role_and_only_result_changing_flags_change_the_identit
     assert "dm" not in base.setting and "d_model" not in base.config["model"], "DLinear has no d_model"
     assert set(base.config["model"]) == {"model", "moving_avg", "individual", "use_norm"}
     for same in (["--device", "cuda"], ["--results_dir", "x"], ["--checkpoints", "y"], ["--visualize"],
-                 ["--compile"], ["--zero"], ["--plot_channel", "1"], ["--d_model", "64"], ["--dist_timeout", "5"]):
+                 ["--compile"], ["--zero"], ["--plot_channel", "1"], ["--d_model", "64"], ["--dist_timeout", "5"],
+                 ["--val_windows", "0"], ["--train_steps", "0"], ["--corpus_norm", "window"]):
         assert _identity(tiny_args + DLINEAR + same) == base, same
     for other in (["--moving_avg", "5"], ["--use_norm"], ["--individual"], ["--lradj", "constant"],
                   ["--accum_steps", "2"], ["--train_epochs", "3"], ["--learning_rate", "0.01"],
-                  ["--batch_size", "8"], ["--target", "cov0"], ["--univariate"], ["--use_amp"]):
+                  ["--batch_size", "8"], ["--target", "cov0"], ["--univariate"], ["--use_amp"],
+                  ["--val_windows", "20"], ["--train_steps", "30"], ["--train_steps", "30", "--val_every", "10"]):
         changed = _identity(tiny_args + DLINEAR + other)
         assert changed.config_id != base.config_id and changed.setting != base.setting, other
+    # added after results were published: at their defaults they leave the identity of earlier runs as it was
+    assert not {"val_windows", "train_steps", "val_every"} & set(base.config["training"])
+    steps = _identity(tiny_args + DLINEAR + ["--train_steps", "30", "--val_every", "10"])
+    assert _identity(tiny_args + DLINEAR + ["--train_steps", "30", "--val_every", "10", "--save_every", "4"]) == steps
     seeded = _identity(tiny_args + DLINEAR + ["--seed", "7"])
     assert seeded.config_id == base.config_id and seeded.setting != base.setting, "seeds share a configuration"
     assert _identity(tiny_args + DLINEAR, world_size=2).config_id != base.config_id, "2 x B is another global batch"

@@ -52,8 +52,9 @@ class RunOutputs:
         if self._tb is None:
             from torch.utils.tensorboard import SummaryWriter  # only training runs load TensorBoard
             self._tb = guarded(events, SummaryWriter, log_dir=events)
+        x = row.get("step", row["epoch"])  # a run by steps: its rows are steps apart, not epochs
         for key in CURVES + tuple(k for k in row if k.startswith("aux_")):  # a model's own loss terms too
-            guarded(events, self._tb.add_scalar, key, row[key], row["epoch"])
+            guarded(events, self._tb.add_scalar, key, row[key], x)
         guarded(events, self._tb.flush)
 
     def loss_curves(self) -> None:

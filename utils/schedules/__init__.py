@@ -25,10 +25,11 @@ class Horizon:
     train_epochs: int
     learning_rate: float  # the single-process lr (TSLib's type2 table is absolute)
     pct_start: float      # share of the steps that warm up, for the schedules that declare it
+    max_steps: int = 0    # a run by steps (--train_steps): its length; 0: train_epochs whole epochs
 
     @property
     def total_steps(self) -> int:
-        return self.steps_per_epoch * self.train_epochs
+        return self.max_steps or self.steps_per_epoch * self.train_epochs
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ class StepSchedule:
         factor = self.factor(self.steps)
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * factor
+
+    def lr_at(self, step: int) -> float:
+        """The first param group's lr at optimizer step `step`, as _apply sets it."""
+        return self.base_lrs[0] * self.factor(step)
 
     def get_last_lr(self) -> list:
         return [group["lr"] for group in self.optimizer.param_groups]
