@@ -4,6 +4,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -67,6 +68,64 @@ def torchrun(args, out_dir, nproc=2, timeout=240, extra=(), env=None):
     files = sorted(f for f in os.listdir(out_dir) if f.startswith("rank") and f.endswith(".json"))
     ranks = [json.load(open(os.path.join(out_dir, f))) for f in files]
     return proc, ranks
+
+
+def _forked_rank(rank: int, nproc: int, port: int, out_dir: str, args: list, env: dict) -> None:
+    """One rank in a child forked from the test process: torchrun's environment, its output in rank<r>.log."""
+    log = open(os.path.join(out_dir, f"rank{rank}.log"), "w", buffering=1)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    code = 1
+    try:
+        os.environ.update({**env, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
+                           "LOCAL_WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        import torch
+        torch.set_num_threads(1)  # the parent's thread pool does not survive the fork; one thread needs none
+        from tests import ddp_worker
+        ddp_worker.main(out_dir, ["--ddp", *args])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        log.flush()
+        os._exit(code)
+
+
+def forked_ranks(args, out_dir, nproc=2, timeout=240, env=None):
+    """torchrun(...) without torchrun: nproc ranks forked from this process, which has imported torch and the
+    project already, so a launch costs no start-up (a torchrun launch spends ~10 CPU seconds importing torch in
+    three processes). The DDP code path is the same; tests of the launch itself (restarts, signals, rendezvous)
+    use torchrun. Returns (CompletedProcess with the ranks' combined output as stderr, per-rank results)."""
+    import multiprocessing
+    import socket
+    os.makedirs(out_dir, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fork = multiprocessing.get_context("fork")
+    env = {"OMP_NUM_THREADS": "1", **(env or {})}
+    procs = [fork.Process(target=_forked_rank, args=(r, nproc, port, str(out_dir), list(args), env))
+             for r in range(nproc)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(deadline - time.monotonic(), 0))
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+        p.join()
+    stderr = "".join(open(os.path.join(out_dir, f"rank{r}.log")).read() for r in range(nproc))
+    if alive:
+        raise subprocess.TimeoutExpired("forked ranks", timeout, stderr=stderr)
+    code = next((p.exitcode for p in procs if p.exitcode), 0)
+    files = sorted(f for f in os.listdir(out_dir) if f.startswith("rank") and f.endswith(".json"))
+    ranks = [json.load(open(os.path.join(out_dir, f))) for f in files]
+    return subprocess.CompletedProcess("forked ranks", code, "", stderr), ranks
 
 
 def run_cli(args, cwd, timeout=240, nproc=None, repo=REPO, env=None):

@@ -2,6 +2,7 @@
 
     torchrun --nproc_per_node=2 tests/ddp_worker.py OUT_DIR --ddp <run.py flags>
     python tests/ddp_worker.py OUT_DIR <run.py flags>          # one process
+    tests.conftest.forked_ranks(...)                           # ranks forked from the test process
 
 Test-only probes, switched on by environment variables (epochs and steps count from 1):
     COUNT_ALLREDUCE=1           count DDP's gradient all-reduces (a comm hook around the default one)
@@ -76,8 +77,9 @@ def _record_first_dropout_mask(path: str):
     dropout.keep_mask = keep_mask
 
 
-if __name__ == "__main__":
-    out_dir, argv = sys.argv[1], sys.argv[2:]
+def main(out_dir: str, argv: list) -> None:
+    global RANK
+    RANK = os.environ.get("RANK", "0")  # set again: forked ranks import this module before they have one
     if os.environ.get("COUNT_ALLREDUCE"):
         _count_allreduces()
     if os.environ.get("MASKS_TO"):
@@ -88,4 +90,8 @@ if __name__ == "__main__":
                  restarts=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     with open(os.path.join(out_dir, f"rank{RANK}.json"), "w") as f:
         json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
     run._exit(0)

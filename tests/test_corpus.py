@@ -9,7 +9,7 @@ import torch
 import run
 from data_provider import corpus, corpus_gen
 from data_provider.windows import FeistelPermutation, direct_offsets, seeded_subset, train_loader
-from tests.conftest import torchrun
+from tests.conftest import forked_ranks
 from utils.errors import ConfigError
 from utils.identity import file_fingerprint
 
@@ -172,7 +172,7 @@ def test_two_ranks_on_a_corpus_train_like_one_process_at_the_global_batch(tmp_pa
     root = tmp_path / "series"
     corpus_gen.generate(str(root), 20000, 8, seed=4)
     args = _corpus_args(root, tmp_path, "--lr_scale", "none", "--dropout", "0")
-    proc, ranks = torchrun(args + ["--batch_size", "16"], tmp_path / "ddp")
+    proc, ranks = forked_ranks(args + ["--batch_size", "16"], tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
     single = run.main(args + ["--des", "single"])[0]
     (ddp,), _ = ranks

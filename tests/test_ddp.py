@@ -1,4 +1,5 @@
-"""Two-process gloo runs under a real torchrun launch, compared with single-process runs."""
+"""Two-process gloo runs (ranks forked from the test process; a real torchrun launch where the launch matters),
+compared with single-process runs."""
 import os
 import socket
 
@@ -12,7 +13,7 @@ from torch import nn
 import models
 import run
 from models.layers.batch_stats import BatchMean
-from tests.conftest import elsewhere, torchrun
+from tests.conftest import elsewhere, forked_ranks, torchrun
 from utils.sync_batchnorm import CrossRankBatchMean, CrossRankBatchNorm, sync_batchnorm
 
 pytestmark = pytest.mark.slow  # torchrun and subprocess runs
@@ -40,7 +41,7 @@ def _scores_like_one_process(args, ddp, tmp_path):
 
 def test_every_rank_stops_on_the_same_epoch_and_the_test_scores_like_one_process(tiny_args, tmp_path):
     args = tiny_args + ["--train_epochs", "8", "--patience", "1", "--lradj", "constant", "--learning_rate", "0.05"]
-    proc, ranks = torchrun(args, tmp_path / "ddp")
+    proc, ranks = forked_ranks(args, tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r0,), (r1,) = ranks
     assert [h["vali_loss"] for h in r0["history"]] == [h["vali_loss"] for h in r1["history"]]
@@ -54,7 +55,7 @@ def test_timesnet_scored_by_two_ranks_equals_one_process(tiny_args, tmp_path):
     """TimesNet picks its periods from the whole batch: the ranks score one process's batches, not shards."""
     args = tiny_args + ["--model", "timesnet", "--nonautoregressive", "--train_epochs", "1", "--top_k", "2",
                         "--num_kernels", "2"]
-    proc, ranks = torchrun(args, tmp_path / "ddp")
+    proc, ranks = forked_ranks(args, tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
     _scores_like_one_process(args, ranks[0][0]["metrics"], tmp_path)
 
@@ -77,7 +78,7 @@ def test_two_processes_of_batch_b_reproduce_one_process_of_batch_2b(tiny_args, t
         args += ["--nonautoregressive"]
     # DLinear's launch also has rank 1 straggle (20 ms per step, numerics untouched): it must be named each epoch
     slow = {"SLOW_RANK": "1"} if model == "dlinear" else {}
-    proc, ranks = torchrun(args + ["--batch_size", "8"], tmp_path / "ddp", env={"COUNT_ALLREDUCE": "1", **slow})
+    proc, ranks = forked_ranks(args + ["--batch_size", "8"], tmp_path / "ddp", env={"COUNT_ALLREDUCE": "1", **slow})
     assert proc.returncode == 0, proc.stderr[-3000:]
     ddp = ranks[0][0]
     assert "351 train windows, 21 steps/epoch" in proc.stderr and ddp["allreduces"] == 2 * 21
@@ -110,7 +111,7 @@ def test_ranks_draw_their_own_dropout_masks_and_match_one_process_in_distributio
     args = tiny_args + ["--dropout", "0.5", "--itr", "4", "--lr_scale", "none", "--learning_rate", "0.003",
                         "--train_epochs", "1"]
     masks = tmp_path / "mask"
-    proc, ranks = torchrun(args + ["--batch_size", "8"], tmp_path / "ddp", env={"MASKS_TO": str(masks)})
+    proc, ranks = forked_ranks(args + ["--batch_size", "8"], tmp_path / "ddp", env={"MASKS_TO": str(masks)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     m0, m1 = (torch.load(f"{masks}.{r}.pt") > 0 for r in range(2))
     n = m0.numel()
@@ -130,6 +131,7 @@ def _free_port() -> int:
 
 
 def _batchnorm_rank(rank, port, x, target, out):
+    torch.set_num_threads(1)  # forked: the parent's thread pool does not survive the fork
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.manual_seed(0)
     bn = sync_batchnorm(nn.Sequential(nn.BatchNorm1d(4)), torch.device("cpu"))
@@ -144,7 +146,7 @@ def test_batchnorm_synchronised_over_two_ranks_equals_one_batch_of_both():
     """Statistics, running buffers and gradients of a 2-rank CrossRankBatchNorm = BatchNorm on the union."""
     x, target = torch.randn(8, 4, 5) * 3 + 1, torch.randn(8, 4, 5)
     out = mp.Manager().dict()
-    mp.spawn(_batchnorm_rank, args=(_free_port(), x, target, out), nprocs=2)
+    mp.start_processes(_batchnorm_rank, args=(_free_port(), x, target, out), nprocs=2, start_method="fork")
     bn = nn.BatchNorm1d(4)
     whole = x.clone().requires_grad_(True)
     ((bn(whole) - target) ** 2).mean().backward()
@@ -156,6 +158,7 @@ def test_batchnorm_synchronised_over_two_ranks_equals_one_batch_of_both():
 
 
 def _batch_mean_rank(rank, port, x, rows, out):
+    torch.set_num_threads(1)  # forked: the parent's thread pool does not survive the fork
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.manual_seed(0)
     router = sync_batchnorm(nn.Sequential(nn.Linear(3, 4), BatchMean()), torch.device("cpu"))
@@ -175,7 +178,7 @@ def test_batch_mean_over_two_ranks_is_the_global_batch_mean_and_a_loss_built_on_
     with equal shards, DDP's gradient average of each rank's loss is the gradient of one process's loss."""
     x = torch.randn(8, 3)
     out = mp.Manager().dict()
-    mp.spawn(_batch_mean_rank, args=(_free_port(), x, rows, out), nprocs=2)
+    mp.start_processes(_batch_mean_rank, args=(_free_port(), x, rows, out), nprocs=2, start_method="fork")
     torch.manual_seed(0)
     router = nn.Sequential(nn.Linear(3, 4), BatchMean())
     probs = router[0](x).softmax(-1)
@@ -220,7 +223,7 @@ def test_accumulation_with_batchnorm_is_close_to_the_large_batch_but_not_equal(t
 
 
 def test_ddp_accumulation_all_reduces_once_per_step_and_equals_the_large_batch(tiny_args, tmp_path):
-    proc, ranks = torchrun(tiny_args + SAME_UPDATE + ["--batch_size", "4", "--accum_steps", "2"],
+    proc, ranks = forked_ranks(tiny_args + SAME_UPDATE + ["--batch_size", "4", "--accum_steps", "2"],
                            tmp_path / "accum", env={"COUNT_ALLREDUCE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     accumulated = ranks[0][0]
@@ -231,7 +234,7 @@ def test_ddp_accumulation_all_reduces_once_per_step_and_equals_the_large_batch(t
 
 
 def test_zero_sharded_optimizer_trains_like_the_replicated_one(tiny_args, tmp_path):
-    proc, ranks = torchrun(tiny_args + SAME_UPDATE + ["--zero"], tmp_path / "zero")
+    proc, ranks = forked_ranks(tiny_args + SAME_UPDATE + ["--zero"], tmp_path / "zero")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # --zero is accepted in one process too (nothing to shard there): 2 x 16 sharded = 1 x 32
     one = run.main(tiny_args + SAME_UPDATE + ["--zero", "--batch_size", "32"])[0]

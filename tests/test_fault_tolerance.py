@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import run
-from tests.conftest import REPO, run_cli, start_process, torchrun
+from tests.conftest import REPO, forked_ranks, run_cli, start_process, torchrun
 from utils import checkpoint
 from utils.errors import ConfigError, TrainingError
 
@@ -141,7 +141,7 @@ def test_a_killed_worker_is_restarted_by_torchrun_and_resumes(tiny_args, tmp_pat
     assert "resumed from" in stderr and "1 rows and 7 micro-batches done, step 15" in stderr
     ranks = [json.loads((out / f"rank{r}.json").read_text())[0] for r in range(2)]
     assert [r["restarts"] for r in ranks] == [1, 1], "one restart of the whole group"
-    _, whole = torchrun(args + ["--checkpoints", str(tmp_path / "w")], tmp_path / "whole")
+    _, whole = forked_ranks(args + ["--checkpoints", str(tmp_path / "w")], tmp_path / "whole")
     assert [h["step"] for h in ranks[0]["history"]] == [8, 16, 24]
     assert [h["train_loss"] for h in ranks[0]["history"]] == [h["train_loss"] for h in whole[0][0]["history"]]
     _same_metrics(ranks[0]["metrics"], whole[0][0]["metrics"], rel=0)

@@ -17,4 +17,4 @@ def resident_mb() -> dict:
             lines = [line.split() for line in f]
     except OSError:
         return {}
-    return {fields[k[:-1]]: int(v) / 1024 for k, v, *_ in lines if k[:-1] in fields}
+    return {fields[line[0][:-1]]: int(line[1]) / 1024 for line in lines if line and line[0][:-1] in fields}
