@@ -45,6 +45,9 @@ STORE_DIR = ".tsf_corpus"  # the default store, inside the source folder (skippe
 # mapped pages a reader lets accumulate before handing them back: resident file pages count in a process's
 # RSS, so without this a long run over a large corpus would show the whole file as its memory
 RELEASE_BYTES = 256 << 20
+# a page fault maps up to this much around it when it is in the page cache (Linux's fault_around_bytes default):
+# a window of 3 KB can map 64 KB, which is what a read is counted as
+FAULT_AROUND_BYTES = 64 << 10
 
 
 # ---- sources --------------------------------------------------------------------------------------------
@@ -210,7 +213,7 @@ class Corpus:
             with open(path, "rb") as f:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             self.values = np.frombuffer(self._map, dtype=np.float32)
-        self._read = 0
+        self._mapped = 0  # bytes this process may have mapped since it last handed pages back
 
     @property
     def fingerprint(self) -> str:
@@ -219,11 +222,11 @@ class Corpus:
     def read(self, starts: np.ndarray, length: int) -> np.ndarray:
         """(len(starts), length) float32 copies of the values at starts (offsets into the store)."""
         rows = self.values[starts[:, None] + np.arange(length)]
-        self._read += rows.nbytes
-        if self._map is not None and self._read > RELEASE_BYTES:
+        self._mapped += len(starts) * (length * 4 + FAULT_AROUND_BYTES)
+        if self._map is not None and self._mapped > RELEASE_BYTES:
             # the pages stay in the page cache; this process only stops mapping them
             self._map.madvise(mmap.MADV_DONTNEED)
-            self._read = 0
+            self._mapped = 0
         return rows
 
     def bounds(self, split: str, seq_len: int) -> tuple:

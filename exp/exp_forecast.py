@@ -166,14 +166,15 @@ class ExpForecast:
         sets, bs = data.datasets, args.batch_size
         self.loaders = {"train": train_loader(sets["train"], bs, env.rank, env.world_size, plan.identity.seed,
                                               args.accum_steps),
-                        "val_all": eval_loader(sets["val"], bs, env.rank, env.world_size),
+                        "val_end": eval_loader(sampled(sets["val"], args.val_windows_end, args.seed), bs, env.rank,
+                                               env.world_size),
                         "test": eval_loader(sampled(sets["test"], args.test_windows, args.seed), bs, env.rank,
                                             env.world_size, args.test_drop_last)}
         # evaluation during training: all windows, or a fixed seeded subset of --val_windows (the test's too)
         self.loaders["val"], self.loaders["test_rows"] = (
             eval_loader(sampled(sets[split], args.val_windows, args.seed), bs, env.rank, env.world_size)
-            if args.val_windows and args.val_windows < len(sets[split]) else self.loaders[full]
-            for split, full in (("val", "val_all"), ("test", "test")))
+            if args.val_windows and args.val_windows < len(sets[split]) else
+            eval_loader(sets[split], bs, env.rank, env.world_size) for split in ("val", "test"))
         # the payload is built lazily, so ranks that do not write never serialise state
         self.save_checkpoint = checkpoint.save_lazily if env.is_main else (lambda make_payload, path: None)
         self.write_record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
@@ -284,9 +285,10 @@ class ExpForecast:
         self.train_summary = {**course.summary(self.history, stopper.best_epoch), "peak_rss_mb": max(peaks)}
         barrier()  # the best checkpoint is on disk before any rank reads it
         self._load(plan.best_path)
-        if self.loaders["val_all"] is not self.loaders["val"]:
-            self.train_summary["vali_loss_all"] = self.vali(self.loaders["val_all"], self.criterion,
+        if a.val_windows:  # the best model, scored on more validation windows than chose it
+            self.train_summary["vali_loss_end"] = self.vali(self.loaders["val_end"], self.criterion,
                                                             is_test=a.valid_last)
+            self.train_summary["vali_windows_end"] = len(self.loaders["val_end"].dataset)
         return self.model
 
     def _micro_batches(self, loader, step: int, steps_per_epoch: int):

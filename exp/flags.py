@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
           help="--data corpus: scale each window by its series' training mean and std, or by its own input's")
     f.add("training", "--val_windows", type=int, default=0,
           help="validate during training on a fixed seeded subset of this many validation windows (0: all)")
+    f.add("none", "--val_windows_end", type=int, default=0,
+          help="with --val_windows: score the best model at the end on this many validation windows, a seeded "
+               "subset (0: all), as vali_loss_end in metrics.json")
 
     f.section("forecasting")
     f.add("task", "--seq_len", type=int, default=672, help="input (lookback) length")
@@ -345,7 +348,7 @@ def validate(args) -> None:
     _check_hparams(args)
     _require(args.learning_rate > 0, f"--learning_rate must be > 0, got {args.learning_rate}")
     _require(0 < args.subset_rand_ratio <= 1, f"--subset_rand_ratio must be in (0, 1], got {args.subset_rand_ratio}")
-    for name in ("val_windows", "test_windows", "train_steps", "val_every", "save_every"):
+    for name in ("val_windows", "val_windows_end", "test_windows", "train_steps", "val_every", "save_every"):
         _require(getattr(args, name) >= 0, f"--{name} must be >= 0, got {getattr(args, name)}")
     _require(args.train_steps or not (args.val_every or args.save_every),
              "--val_every and --save_every count steps of a --train_steps run")
