@@ -57,3 +57,22 @@ def test_every_test_the_docs_cite_exists():
     for name in cited:
         abbreviated = f"`{name}...`" in text
         assert any(d.startswith(name) for d in defined) if abbreviated else name in defined, name
+
+
+def test_the_scaling_tables_are_the_scripts_output():
+    from scripts.benchmark.scaling import tables
+    assert tables() in DOCS[os.path.join(REPO, "docs", "scaling.md")], \
+        "regenerate docs/scaling.md's tables: python -m scripts.benchmark.scaling"
+
+
+def test_the_slurm_script_launches_flags_run_py_accepts():
+    import shlex
+    import subprocess
+    from exp.flags import parse_args, validate
+    path = os.path.join(REPO, "scripts", "slurm", "pretrain.sbatch")
+    assert subprocess.run(["bash", "-n", path]).returncode == 0
+    text = open(path).read().replace("\\\n", " ")
+    command = shlex.split(text[text.index("srun torchrun"):].splitlines()[0])
+    flags = [a.replace('"$CORPUS"', "x").replace("$CORPUS", "x") for a in command[command.index("run.py") + 1:]
+             if a != "$@"]
+    validate(parse_args(flags))
