@@ -117,7 +117,11 @@ def build(source: str, store: str, split: tuple = DEFAULT_SPLIT) -> str:
     cut = ratio_split(train, test)
     tmp = f"{store.rstrip(os.sep)}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    try:
+        os.makedirs(tmp)
+    except OSError as e:
+        raise ConfigError(f"cannot write the corpus store {store} ({e.strerror}): name a writable place with "
+                          "--corpus_store") from None
     rows, digest, offset, dropped = [], hashlib.sha256(), 0, 0
     try:
         with open(os.path.join(tmp, "values.f32"), "wb") as out:
@@ -160,6 +164,9 @@ def build(source: str, store: str, split: tuple = DEFAULT_SPLIT) -> str:
             if not os.path.isfile(os.path.join(store, "manifest.json")):
                 raise
             log.info("%s was built meanwhile by another process; keeping it", store)
+    except OSError as e:  # a full disk, a quota: the reads raise ConfigError
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConfigError(f"cannot write the corpus store {store}: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

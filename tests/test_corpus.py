@@ -117,6 +117,11 @@ def test_bad_sources_are_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="inf.npy: infinite value at row 1"):
         corpus.build(str(tmp_path), str(tmp_path / "s"))
     assert not os.path.exists(tmp_path / "s") and not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+    os.remove(tmp_path / "inf.npy")
+    np.save(tmp_path / "ok.npy", np.arange(100.0))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="cannot write the corpus store .* --corpus_store"):
+        corpus.build(str(tmp_path), str(tmp_path / "file" / "store"))
 
 
 def _corpus_args(root, tmp_path, *extra):
