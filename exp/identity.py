@@ -241,9 +241,11 @@ def _training_plan(args, identity: RunIdentity, checkpoint_dir: str) -> tuple:
                           f"{os.path.join(args.results_dir, identity.setting)}); --resume auto tests it again, "
                           "--overwrite trains it again, another --des keeps both")
     if unfinished:
-        raise ConfigError(f"an unfinished run of this configuration is in {checkpoint_dir} ({record and record.get('epochs_done')} "
-                          f"of {args.train_epochs} epochs done): --resume auto continues it, --overwrite starts it "
-                          "again")
+        done = record and record.get("epochs_done")
+        progress = f"{done} of {args.train_epochs} epochs" if not args.train_steps else \
+            f"{done} of {-(-args.train_steps // (args.val_every or args.train_steps))} validations"
+        raise ConfigError(f"an unfinished run of this configuration is in {checkpoint_dir} ({progress} done): "
+                          "--resume auto continues it, --overwrite starts it again")
     if explicit:
         return True, args.resume, record is not None
     return True, None, record is not None  # an attempt that saved no epoch leaves nothing worth keeping

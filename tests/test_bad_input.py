@@ -52,6 +52,22 @@ def _unsafe_checkpoint(tmp_path, flags):
     return ["--is_training", "0", "--checkpoints", str(tmp_path), "--test_dir", "unsafe"]
 
 
+def _corpus(tmp_path, length):
+    """Two series of `length` points as .npy files in a folder, as --data corpus (and a file named a in the way)."""
+    os.makedirs(tmp_path / "series")
+    for name in ("a.npy", "b.npy"):
+        np.save(tmp_path / "series" / name, np.sin(np.arange(length) / 5.0))
+    (tmp_path / "a").write_text("")
+    return ["--data", "corpus", "--root_path", str(tmp_path / "series")]
+
+
+def _changed_corpus(tmp_path, flags):
+    corpus = _corpus(tmp_path, 2000)
+    run.main(flags + corpus + ["--train_epochs", "1"])
+    np.save(tmp_path / "series" / "c.npy", np.arange(500.0))
+    return corpus + ["--des", "again"]
+
+
 def _file_in_the_way(tmp_path, flags):
     (tmp_path / "a_file").write_text("")
     return ["--results_dir", str(tmp_path / "a_file" / "results")]
@@ -120,6 +136,15 @@ CASES = {
     "unfinished run": (_unfinished, "an unfinished run of this configuration"),
     "checkpoint that would run code": (_unsafe_checkpoint, "refusing to load"),
     "--resume path missing": (lambda p, f: ["--resume", str(p / "nope.pth")], "no such checkpoint"),
+    "corpus without series files": (lambda p, f: ["--data", "corpus", "--root_path", str(p)], "no series files"),
+    "corpus of series too short": (lambda p, f: _corpus(p, 60), "no series of corpus"),
+    "corpus whose files changed": (_changed_corpus, "1 file(s) new since it was built, e.g. c.npy"),
+    "corpus store not writable": (lambda p, f: _corpus(p, 2000) + ["--corpus_store", str(p / "a" / "s")],
+                                  "cannot write the corpus store"),
+    "--val_every without --train_steps": (lambda p, f: ["--val_every", "10"],
+                                           "--val_every and --save_every count steps of a --train_steps run"),
+    "pretrained weights without a use": (lambda p, f: ["--pretrain_model_path", str(p / "w.pth")],
+                                         "add --adaptation to fine-tune from it, or --is_training 0"),
 }
 
 WRONG_SHAPE = """from dataclasses import dataclass
