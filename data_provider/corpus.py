@@ -255,9 +255,7 @@ class CorpusWindows:
     and std; "window" by the mean and std of the window's own input part (applied to its target too).
     """
     lazy_order = True  # too many windows for a randperm of them: orders are computed per block
-    n_channels = n_channels_out = 1
-    univariate = True
-    mark_windows = None
+    n_channels_out = 1
 
     def __init__(self, corpus: Corpus, split: str, seq_len: int, y_offsets: torch.Tensor, norm: str,
                  device: torch.device, subset: torch.Tensor | None = None):
