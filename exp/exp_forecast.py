@@ -170,11 +170,12 @@ class ExpForecast:
                                                env.world_size),
                         "test": eval_loader(sampled(sets["test"], args.test_windows, args.seed), bs, env.rank,
                                             env.world_size, args.test_drop_last)}
-        # evaluation during training: all windows, or a fixed seeded subset of --val_windows (the test's too)
-        self.loaders["val"], self.loaders["test_rows"] = (
-            eval_loader(sampled(sets[split], args.val_windows, args.seed), bs, env.rank, env.world_size)
-            if args.val_windows and args.val_windows < len(sets[split]) else
-            eval_loader(sets[split], bs, env.rank, env.world_size) for split in ("val", "test"))
+        # evaluation during training: all windows (the test's as the test scores them), or a fixed seeded subset
+        # of --val_windows of each
+        self.loaders["val"] = eval_loader(sampled(sets["val"], args.val_windows, args.seed), bs, env.rank,
+                                          env.world_size)
+        self.loaders["test_rows"] = eval_loader(sampled(sets["test"], args.val_windows, args.seed), bs, env.rank,
+                                                env.world_size) if args.val_windows else self.loaders["test"]
         # the payload is built lazily, so ranks that do not write never serialise state
         self.save_checkpoint = checkpoint.save_lazily if env.is_main else (lambda make_payload, path: None)
         self.write_record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
