@@ -17,9 +17,9 @@ from data_provider.factory import DataBundle
 from data_provider.windows import Batch, eval_loader, eval_windows, sampled, train_loader
 from exp.identity import RunPlan, clear_run, features_code, write_record
 from models.base import Capabilities
-from utils import checkpoint, interrupt
-from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduce_min, all_reduce_sum, barrier,
-                        global_mean, slow_ranks)
+from utils import checkpoint, fsdp, interrupt
+from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduce_max, all_reduce_min, all_reduce_sum,
+                        barrier, global_mean, slow_ranks)
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError, TrainingError
 from utils.log import GROUP
@@ -62,18 +62,33 @@ def model_inputs(args, caps: Capabilities, x: torch.Tensor, batch: Batch, shift:
 
 
 @torch.no_grad()
-def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
-    """One training window through the model (eval mode: no randomness drawn, no statistics updated) before
-    any step, so a model that returns the wrong shape fails with one line instead of training on a slice."""
+def one_window(model: nn.Module, args, data: DataBundle) -> torch.Tensor:
+    """The model's output for the first training window, on the CPU, in eval mode (no randomness drawn, no
+    statistics updated)."""
     batch = Batch(*(None if t is None else t.cpu() for t in data.datasets["train"].gather(torch.tensor([0]))))
     inputs, kwargs = model_inputs(args, models.capabilities(args.model), batch.x, batch, 0)
     model.eval()
     out = model(*inputs, **kwargs)
     model.train()
+    return out
+
+
+def model_blocks(model: nn.Module, args, data: DataBundle) -> list:
+    """The blocks --fsdp shards and --activation_checkpointing recomputes one at a time (utils/fsdp.py)."""
+    return fsdp.blocks(model, lambda: one_window(model, args, data))
+
+
+def check_output_shape(model: nn.Module, args, data: DataBundle) -> None:
+    """One training window through the model before any step, so a model that returns the wrong shape fails
+    with one line instead of training on a slice; one that --activation_checkpointing cannot apply to, too."""
+    out = one_window(model, args, data)
     expected = expected_output_shape(args, data.n_channels, 1)
     if tuple(out.shape) != expected:
         raise ConfigError(f"model {args.model} returned shape {tuple(out.shape)} for one window, expected {expected} "
                           "(batch, time, channels); see 'Adding a model' in README.md")
+    if args.activation_checkpointing and not model_blocks(model, args, data):
+        raise ConfigError(f"--activation_checkpointing recomputes a model's blocks (the layers of an nn.ModuleList "
+                          f"it calls): model {args.model} has none")
 
 
 @dataclass(frozen=True)
@@ -143,24 +158,15 @@ class ExpForecast:
         self.epoch_hooks = [c.on_epoch_end for c in callbacks if hasattr(c, "on_epoch_end")]
         self.device = env.device
         self.caps = models.capabilities(args.model)
-        if args.compile:
-            model.compile()  # in place: state_dict keys and model.module stay as they are
-        if env.ddp and env.world_size > 1:  # with one rank there is nothing to all-reduce: DDP would only cost
-            # BatchNorm statistics are synchronised, so every rank's buffers are equal: no per-step broadcast
-            model = DDP(sync_batchnorm(model, self.device).to(self.device),
-                        device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                        find_unused_parameters=args.find_unused_parameters, forward_sync_buffers=False)
-            self.no_sync = model.no_sync
-        else:
-            model = model.to(self.device)
-            self.no_sync = contextlib.nullcontext
-        self.model = model
+        self.sharded = args.fsdp
+        # fp16 needs loss scaling; bf16 (used on CPU, and for sharded states, whose loss scale every shard would
+        # have to agree on) keeps fp32's range and does not
+        amp_dtype = torch.float16 if self.device.type == "cuda" and not self.sharded else torch.bfloat16
+        self.model, self.no_sync = self._distribute(model, amp_dtype)
         self.shards_optimizer = args.zero and env.ddp  # ZeroRedundancyOptimizer
         self.criterion = nn.MSELoss()
         self.world_factor = world_factor(args.lr_scale, env.world_size)
         self.effective_lr = args.learning_rate * self.world_factor
-        # fp16 needs loss scaling; bf16 (used on CPU) keeps fp32's range and does not
-        amp_dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         self.autocast = torch.autocast(self.device.type, dtype=amp_dtype, enabled=args.use_amp)  # reused each call
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=args.use_amp and amp_dtype == torch.float16)
         sets, bs = data.datasets, args.batch_size
@@ -184,6 +190,31 @@ class ExpForecast:
         self.forward_timer = RegionTimer(self.device)  # a rank's own compute, before the gradient all-reduce
         self.history = []  # per-epoch records, kept on every rank
         self.train_summary = {}
+
+    def _distribute(self, model: nn.Module, amp_dtype: torch.dtype) -> tuple:
+        """(the model as trained: sharded, DDP-wrapped or as is, on the device; its no-sync context for
+        micro-batches before the last of a step)."""
+        args, env = self.args, self.env
+        log.info("%s: %d parameters, %d trainable%s", args.model, sum(p.numel() for p in model.parameters()),
+                 sum(p.numel() for p in model.parameters() if p.requires_grad),
+                 f" | sharded across {env.world_size} ranks (FSDP{', gathered in bf16' if args.use_amp else ''})"
+                 if self.sharded else "")
+        blocks = model_blocks(model, args, self.data) if self.sharded or args.activation_checkpointing else []
+        if args.activation_checkpointing:
+            fsdp.checkpoint_activations(blocks)
+        if args.compile:
+            model.compile()  # in place: state_dict keys and model.module stay as they are
+        if self.sharded:  # every forward gathers parameters from every rank: evaluations run in lockstep
+            model = sync_batchnorm(model, self.device).to(self.device)
+            fsdp.shard(model, blocks, amp_dtype if args.use_amp else None, args.cpu_offload)
+            return model, lambda: fsdp.no_gradient_sync(model)
+        if env.ddp and env.world_size > 1:  # with one rank there is nothing to all-reduce: DDP would only cost
+            # BatchNorm statistics are synchronised, so every rank's buffers are equal: no per-step broadcast
+            model = DDP(sync_batchnorm(model, self.device).to(self.device),
+                        device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                        find_unused_parameters=args.find_unused_parameters, forward_sync_buffers=False)
+            return model, model.no_sync
+        return model.to(self.device), contextlib.nullcontext
 
     @property
     def raw_model(self) -> nn.Module:
@@ -282,8 +313,11 @@ class ExpForecast:
         self.outputs.close()
         self.write_record(status="trained", epochs_done=len(self.history))
         peaks = all_gather_floats(peak_rss_mb(), self.device)
-        log.info("peak memory (RSS) per rank: %s MB", ", ".join(f"{p:.0f}" for p in peaks))
-        self.train_summary = {**course.summary(self.history, stopper.best_epoch), "peak_rss_mb": max(peaks)}
+        states = all_gather_floats(fsdp.state_mb(self.model, optimizer), self.device)
+        log.info("peak memory (RSS) per rank: %s MB | parameters + optimizer state per rank: %s MB",
+                 ", ".join(f"{p:.0f}" for p in peaks), ", ".join(f"{m:.2f}" for m in states))
+        self.train_summary = {**course.summary(self.history, stopper.best_epoch), "peak_rss_mb": max(peaks),
+                              "state_mb": max(states)}
         barrier()  # the best checkpoint is on disk before any rank reads it
         self._load(plan.best_path)
         if a.val_windows:  # the best model, scored on more validation windows than chose it
@@ -385,8 +419,12 @@ class ExpForecast:
         row_so_far: inside a row, every rank's step losses since its start."""
         if self.shards_optimizer:
             optimizer.consolidate_state_dict(to=0)  # a collective: every rank takes part, rank 0 gets the state
+        # sharded: gathered for the main rank by every rank (a collective), in the unsharded format; otherwise
+        # read by the main rank alone
+        model_state, optimizer_state = fsdp.full_state(self.model, optimizer) if self.sharded else (None, None)
         self.save_checkpoint(lambda: {
-            "model": checkpoint.trainable_state(self.raw_model), "optimizer": optimizer.state_dict(),
+            "model": checkpoint.trainable_state(self.raw_model, model_state),
+            "optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
             "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": len(self.history) - 1,
             "step": scheduler.steps, "row_so_far": row_so_far, "early_stopping": stopper.state_dict(),
             "history": list(self.history), "rng": rng, "world_size": self.env.world_size,
@@ -399,7 +437,10 @@ class ExpForecast:
         if path is None:
             return None
         state = self._load(path)
-        optimizer.load_state_dict(state["optimizer"])
+        if self.sharded:
+            fsdp.load_optimizer_state(self.model, optimizer, state["optimizer"])
+        else:
+            optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         stopper.load_state_dict(state["early_stopping"])
@@ -438,10 +479,11 @@ class ExpForecast:
         model.eval()
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         count = 0
-        for batch in vali_loader:
+        for batch, scored in self._lockstep(vali_loader):
             pred, true, _ = self._forward(model, batch, rollout=is_test)
-            total += criterion(pred, true).double() * len(pred)
-            count += len(pred)
+            if scored:
+                total += criterion(pred, true).double() * len(pred)
+                count += len(pred)
         model.train()
         return global_mean(total, torch.tensor(count, device=self.device)).item()
 
@@ -473,7 +515,8 @@ class ExpForecast:
             seq_len=a.seq_len, output_token_len=a.output_token_len, test_pred_len=a.test_pred_len,
             world_size=trained_on, test_world_size=env.world_size, **training, n_test_windows=len(errors),
             checkpoint=plan.test_checkpoint or a.pretrain_model_path, **self.train_summary, config=identity.config)
-        forecasts = self._sample_forecasts(model) if a.visualize and env.is_main else ()  # only rank 0 plots
+        # only rank 0 plots; under FSDP every rank takes part in its forwards
+        forecasts = self._sample_forecasts(model) if a.visualize and (env.is_main or self.sharded) else ()
         by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
         self.outputs.test(plan.test, metrics, by_window, forecasts)
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], a.test_pred_len, log_line(metrics))
@@ -483,12 +526,26 @@ class ExpForecast:
         """(windows of the split, metrics): every window's errors, on every rank. Each rank fills the rows of its
         own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
         rows = loader.indices().to(self.device)
-        scored = [window_errors(*self._forward(model, batch, rollout=True)[:2]) for batch in loader]
+        computed = [(window_errors(*self._forward(model, batch, rollout=True)[:2]), scored)
+                    for batch, scored in self._lockstep(loader)]
+        scored = [errors for errors, keep in computed if keep]
         n = eval_windows(len(loader.dataset), self.args.batch_size, self.env.world_size, self.args.test_drop_last)
         table = torch.zeros(n, len(metric_names()), dtype=torch.float64, device=self.device)
         if scored:
             table[rows] = torch.cat(scored)
         return all_reduce_sum(table)
+
+    def _lockstep(self, loader):
+        """(batch, scored) of an evaluation. Under FSDP a forward is a collective (each block gathers its
+        parameters from every rank), so every rank runs as many as the rank with the most batches: one with fewer
+        adds forwards of a filler batch (the split's first window) whose output is not scored."""
+        # agreed before the first forward: a rank that reached the reduction after its batches would wait there
+        # for a rank still gathering parameters for its own
+        most = int(all_reduce_max(torch.tensor(len(loader), device=self.device)).item()) if self.sharded else 0
+        yield from ((batch, True) for batch in loader)
+        if most > len(loader):
+            filler = loader.dataset.gather(torch.tensor([0]))
+            yield from ((filler, False) for _ in range(most - len(loader)))
 
     def _sample_forecasts(self, model: nn.Module, count: int = 4) -> list:
         """A few test windows spread over the test split, rolled out like the test, all channels kept."""
@@ -513,6 +570,11 @@ class ExpForecast:
         return windows
 
     def _load(self, path: str) -> dict:
-        state = checkpoint.load(path, self.device)
-        checkpoint.load_trainable_state(self.raw_model, state["model"], path)
+        if not self.sharded:
+            state = checkpoint.load(path, self.device)
+            checkpoint.load_trainable_state(self.raw_model, state["model"], path)
+            return state
+        # mapped, on the CPU: a rank reads the parts it uses, and its device receives only its shards
+        state = checkpoint.load(path, mmap=True)
+        fsdp.load_model_state(self.model, checkpoint.matching_state(self.model, state["model"], path))
         return state

@@ -17,6 +17,8 @@ import logging
 import sys
 import typing
 
+import torch
+
 import models
 from data_provider import corpus, datasets
 from data_provider.factory import feature_set
@@ -233,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("none", "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when available")
     f.add("none", "--dist_timeout", type=float, default=30.0,
           help="minutes a collective may wait for a peer before the job fails")
+    f.add("training", "--fsdp", action="store_true",
+          help="with --ddp: shard parameters, gradients and optimizer state across the ranks (PyTorch FSDP2, each "
+               "block then the whole model); trains like DDP up to float rounding; with --use_amp parameters are "
+               "gathered and used in bf16 (docs/distributed.md)")
+    f.add("none", "--cpu_offload", action="store_true",
+          help="with --fsdp on CUDA: keep the shards, their gradients and the optimizer step in host memory")
+    f.add("none", "--activation_checkpointing", action="store_true",
+          help="keep only each block's inputs and recompute its activations in the backward: less memory, about "
+               "one more forward of compute, the same numbers")
 
     p.model_flag_defaults = _model_flags(f)
     p.roles = f.roles
@@ -386,6 +397,16 @@ def validate(args) -> None:
     _require(not (args.overwrite and not args.is_training), "--overwrite only applies to training (--is_training 1)")
     _require(args.test_dir is None or not args.is_training, "--test_dir only applies with --is_training 0")
     _require(args.test_dir is None or args.itr == 1, "--test_dir tests one checkpoint: --itr must be 1")
+    _require(not args.cpu_offload or args.fsdp, "--cpu_offload moves the shards of --fsdp to host memory: add --fsdp")
+    _require(not args.cpu_offload or (args.device != "cpu" and torch.cuda.is_available()),
+             "--cpu_offload keeps FSDP's shards in host memory while a GPU computes: a CPU run holds everything "
+             "there already")
+    _require(not (args.fsdp and args.zero), "--fsdp shards the optimizer state already: drop --zero")
+    _require(not (args.fsdp and args.compile), "--fsdp with --compile is not supported: drop one of them")
+    _require(not (args.fsdp and args.find_unused_parameters),
+             "--fsdp needs every rank to use every parameter in each step: drop --find_unused_parameters "
+             "(a model that leaves parameters unused trains with plain --ddp)")
+    _require(not args.fsdp or args.ddp, "--fsdp shards the model across the ranks of a torchrun job: add --ddp")
 
 
 def reference_markdown() -> str:

@@ -71,7 +71,7 @@ def features_code(args) -> str:
 
 
 # flags added after results were published: at their default they stay out, so earlier runs keep their identity
-_ONLY_WHEN_SET = {"val_windows": 0, "train_steps": 0, "val_every": 0}
+_ONLY_WHEN_SET = {"val_windows": 0, "train_steps": 0, "val_every": 0, "fsdp": False}
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:

@@ -11,6 +11,7 @@ Test-only probes, switched on by environment variables (epochs and steps count f
     RAISE_RANK=r                rank r raises at its third training step
     NAN_AT=r:epoch:step         rank r's loss is infinite at that step
     PAUSE_AT=r:epoch:step:file  on the first attempt only, rank r writes its pid to file and waits to be killed
+    STOP_AT=epoch:step          every rank raises at that step (a job that dies, to be resumed)
     MASKS_TO=file               each rank writes the dropout mask of its first training step to file.<rank>.pt
 """
 import json
@@ -54,6 +55,8 @@ class Probes:
             time.sleep(3600)
         if env.get("RAISE_RANK") == RANK and step == 3:
             raise RuntimeError(f"injected failure on rank {RANK}")
+        if env.get("STOP_AT") and (epoch, step) == tuple(map(int, env["STOP_AT"].split(":"))):
+            raise RuntimeError(f"stopped at epoch {epoch}, step {step}")
         if env.get("NAN_AT") and at(env["NAN_AT"]):
             return loss * float("inf")
         if env.get("PAUSE_AT") and at(env["PAUSE_AT"]) and env.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":

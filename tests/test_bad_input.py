@@ -145,6 +145,16 @@ CASES = {
                                            "--val_every and --save_every count steps of a --train_steps run"),
     "pretrained weights without a use": (lambda p, f: ["--pretrain_model_path", str(p / "w.pth")],
                                          "add --adaptation to fine-tune from it, or --is_training 0"),
+    "--fsdp without --ddp": (lambda p, f: ["--fsdp"], "--fsdp shards the model across the ranks of a torchrun job"),
+    "--fsdp with --zero": (lambda p, f: ["--fsdp", "--zero"], "--fsdp shards the optimizer state already"),
+    "--fsdp with --compile": (lambda p, f: ["--fsdp", "--compile"], "--fsdp with --compile is not supported"),
+    "--fsdp with --find_unused_parameters": (lambda p, f: ["--fsdp", "--find_unused_parameters"],
+                                              "--fsdp needs every rank to use every parameter in each step"),
+    "--cpu_offload without --fsdp": (lambda p, f: ["--cpu_offload"], "--cpu_offload moves the shards of --fsdp"),
+    "--cpu_offload on a CPU run": (lambda p, f: ["--fsdp", "--cpu_offload"], "a CPU run holds everything there"),
+    "--activation_checkpointing for a model without blocks": (
+        lambda p, f: ["--model", "dlinear", "--nonautoregressive", "--activation_checkpointing"],
+        "--activation_checkpointing recomputes a model's blocks"),
 }
 
 WRONG_SHAPE = """from dataclasses import dataclass

@@ -239,6 +239,8 @@ def test_zero_sharded_optimizer_trains_like_the_replicated_one(tiny_args, tmp_pa
     # --zero is accepted in one process too (nothing to shard there): 2 x 16 sharded = 1 x 32
     one = run.main(tiny_args + SAME_UPDATE + ["--zero", "--batch_size", "32"])[0]
     _assert_same_training(ranks[0][0], one)
+    # each rank keeps the parameters and half of Adam's two moments: 2 of the 3 parameter-sized states
+    assert ranks[0][0]["metrics"]["state_mb"] == pytest.approx(one["metrics"]["state_mb"] * 2 / 3, rel=0.05)
 
 
 def test_slow_ranks_are_those_beyond_one_and_a_half_medians():

@@ -8,14 +8,21 @@ from utils.errors import ConfigError
 from utils.files import write_atomic
 
 
-def trainable_state(model: nn.Module) -> dict:
-    """Trainable parameters and buffers; frozen parameters (partial fine-tuning) stay out."""
+def trainable_state(model: nn.Module, state: dict | None = None) -> dict:
+    """Trainable parameters and buffers of the model's state (default: its state_dict()); frozen parameters
+    (partial fine-tuning) stay out."""
     frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
-    return {k: v for k, v in model.state_dict().items() if k not in frozen}
+    return {k: v for k, v in (model.state_dict() if state is None else state).items() if k not in frozen}
 
 
 def load_trainable_state(model: nn.Module, state: dict, source: str = "checkpoint") -> None:
-    """Strict load of the trainable set: every expected key present, no stranger keys, every shape equal."""
+    """Strict load of the trainable set (matching_state)."""
+    model.load_state_dict(matching_state(model, state, source), strict=False)
+
+
+def matching_state(model: nn.Module, state: dict, source: str = "checkpoint") -> dict:
+    """`state` without 'module.' prefixes, once checked to be the model's trainable set: every expected key
+    present, no stranger keys, every shape equal."""
     state = {k.removeprefix("module."): v for k, v in state.items()}
     expected, own = set(trainable_state(model)), model.state_dict()
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - set(own))
@@ -25,7 +32,7 @@ def load_trainable_state(model: nn.Module, state: dict, source: str = "checkpoin
               if hasattr(v, "shape") and v.shape != own[k].shape]
     if shapes:
         raise ConfigError(f"{source} does not match the model: shapes differ ({'; '.join(shapes[:3])})")
-    model.load_state_dict(state, strict=False)
+    return state
 
 
 class _KeepWriteError:

@@ -218,14 +218,20 @@ def is_distributed() -> bool:
 
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     """In-place sum over all ranks (every rank receives the result); no-op single-process."""
-    if is_distributed():
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
+    return _all_reduce(tensor, dist.ReduceOp.SUM)
 
 
 def all_reduce_min(tensor: torch.Tensor) -> torch.Tensor:
+    return _all_reduce(tensor, dist.ReduceOp.MIN)
+
+
+def all_reduce_max(tensor: torch.Tensor) -> torch.Tensor:
+    return _all_reduce(tensor, dist.ReduceOp.MAX)
+
+
+def _all_reduce(tensor: torch.Tensor, op) -> torch.Tensor:
     if is_distributed():
-        dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+        dist.all_reduce(tensor, op=op)
     return tensor
 
 

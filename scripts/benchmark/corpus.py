@@ -18,7 +18,6 @@ Numbers only; nothing is asserted. Results and commands go in docs/performance.m
 """
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ sys.path.insert(0, HERE)
 
 from data_provider import corpus, corpus_gen  # noqa: E402
 from data_provider.windows import WindowDataset, autoregressive_offsets, train_loader  # noqa: E402
+from scripts.benchmark.launch import peak_rss, torchrun, train_seconds  # noqa: E402
 from utils.memory import peak_rss_mb, resident_mb  # noqa: E402
 
 SEQ, TOKEN = 672, 96
@@ -136,24 +136,17 @@ def pagecache(args, store: str) -> None:
 
 def train(args, store: str) -> None:
     folder = tempfile.mkdtemp(dir=args.dir)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-           os.path.join(HERE, "run.py"), "--ddp", "--data", "corpus", "--root_path", os.path.dirname(store), "--model",
-           "timer_xl",
-           "--seq_len", str(SEQ), "--input_token_len", str(TOKEN), "--output_token_len", str(TOKEN),
-           "--d_model", "256", "--d_ff", "512", "--e_layers", "4", "--n_heads", "8", "--batch_size", "32",
-           "--train_steps", str(args.steps), "--val_every", str(args.steps // 2), "--val_windows", "4096",
-           "--val_windows_end", "4096", "--test_windows", "4096", "--lradj", "warmup_cosine", "--learning_rate", "1e-4",
-           "--checkpoints", os.path.join(folder, "ckpt"), "--results_dir", os.path.join(folder, "results")]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=HERE)
-    wall = time.perf_counter() - start
-    if proc.returncode:
-        sys.exit(proc.stderr[-3000:])
-    peaks = re.search(r"peak memory \(RSS\) per rank: ([\d, ]+) MB", proc.stderr).group(1)
-    seconds = sum(float(s) for s in re.findall(r"\| ([\d.]+)s \+ [\d.]+s eval", proc.stderr))
-    print(f"train {args.nproc} ranks x batch 32, {args.steps} steps: peak RSS per rank {peaks} MB; "
-          f"{args.steps / seconds:.2f} steps/s in training ({wall:.0f} s wall with start-up, evaluation and test)")
-    print("  " + " ".join(cmd[1:]).replace(HERE + "/", ""))
+    flags = ["--data", "corpus", "--root_path", os.path.dirname(store), "--model", "timer_xl",
+             "--seq_len", str(SEQ), "--input_token_len", str(TOKEN), "--output_token_len", str(TOKEN),
+             "--d_model", "256", "--d_ff", "512", "--e_layers", "4", "--n_heads", "8", "--batch_size", "32",
+             "--train_steps", str(args.steps), "--val_every", str(args.steps // 2), "--val_windows", "4096",
+             "--val_windows_end", "4096", "--test_windows", "4096", "--lradj", "warmup_cosine", "--learning_rate",
+             "1e-4", "--checkpoints", os.path.join(folder, "ckpt"), "--results_dir", os.path.join(folder, "results")]
+    log, wall = torchrun(args.nproc, flags)
+    print(f"train {args.nproc} ranks x batch 32, {args.steps} steps: peak RSS per rank {peak_rss(log)} MB; "
+          f"{args.steps / train_seconds(log):.2f} steps/s in training ({wall:.0f} s wall with start-up, evaluation "
+          "and test)")
+    print(f"  torchrun --nproc_per_node={args.nproc} run.py --ddp " + " ".join(flags))
 
 
 def main() -> None:
