@@ -436,3 +436,31 @@ def test_a_checkpoint_write_that_fails_mid_file_surfaces_as_the_os_error():
     for limit in (100, 5000, 9000):
         with pytest.raises(OSError, match="File too large"):
             _save(payload, FullAfter(limit))
+
+
+# ---- series decomposition ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", [1, 4, 25])
+def test_the_moving_average_is_avg_pool_over_the_replicated_ends_rounded_once(kernel):
+    """Window sums from one running sum in float64: avg_pool1d's moving average computed in float64 and rounded
+    once to float32 (avg_pool1d in float32 rounds at each of its k additions), values and gradients; also far
+    from zero over a long series, where a float32 running sum would lose digits."""
+    import torch.nn.functional as F
+    from models.layers.decomposition import SeriesDecomposition
+
+    def exact(x):
+        flat = x.double().reshape(-1, 1, x.shape[-1])
+        trend = F.avg_pool1d(F.pad(flat, (kernel // 2, (kernel - 1) // 2), mode="replicate"), kernel, stride=1)
+        return trend.reshape(x.shape)
+
+    generator = torch.Generator().manual_seed(0)
+    for x in (torch.randn(3, 7, 96, generator=generator), 1000 + torch.randn(2, 5000, generator=generator)):
+        x.requires_grad_(True)
+        seasonal, trend = SeriesDecomposition(kernel)(x)
+        expected = exact(x)
+        torch.testing.assert_close(trend, expected.float(), rtol=1.2e-7, atol=0)  # one rounding: half an ulp
+        ulp = torch.finfo(torch.float32).eps * x.detach().abs().max()
+        torch.testing.assert_close(seasonal, (x.double() - expected).float(), rtol=0, atol=float(ulp))
+        weights = torch.randn(x.shape, generator=generator)
+        ours, = torch.autograd.grad((trend * weights).sum(), x)
+        theirs, = torch.autograd.grad((expected * weights.double()).sum(), x)
+        torch.testing.assert_close(ours, theirs.float(), rtol=1e-6, atol=1e-7)
