@@ -126,9 +126,10 @@ def main(argv=None, callbacks=()) -> list:
         dist.destroy()
 
 
-def cli(argv=None, callbacks=()) -> list:
+def cli(argv=None, callbacks=(), passthrough=()) -> list:
     """main() for the command line: user errors, interruptions and failures of the group end in one line and a
-    non-zero exit code, not a traceback; returns main's results otherwise.
+    non-zero exit code, not a traceback; returns main's results otherwise. Exceptions of the types in
+    passthrough (a callback's way to end the run, every rank alike) reach the caller.
 
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
     (Run as a script, a successful run leaves through it too, see the end of this file.)
@@ -139,6 +140,8 @@ def cli(argv=None, callbacks=()) -> list:
     interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix)))
     try:
         return main(argv, callbacks)
+    except passthrough:
+        raise
     except interrupt.Interrupted as e:
         _exit(128 + e.signum, _interrupted(prefix))
     except ConfigError as e:

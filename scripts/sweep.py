@@ -158,11 +158,8 @@ def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
             if finished(argv, nproc):
                 return Outcome(SKIPPED, time.perf_counter() - start, 0.0)
             if nproc > 1:  # a DDP cell: its own torchrun job, its output into the same log
-                log.flush()
-                cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                       os.path.join(HERE, "run.py"), "--ddp", *argv]
-                if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=HERE).returncode:
-                    return Outcome(FAILED, time.perf_counter() - start, 0.0, _last_error(log_path))
+                if torchrun(nproc, [os.path.join(HERE, "run.py"), "--ddp", *argv], log):
+                    return Outcome(FAILED, time.perf_counter() - start, 0.0, last_error(log_path))
                 epochs = 0.0  # timed inside the job; its start-up is the cost of a DDP cell
             else:
                 epochs = sum(h["train_seconds"] + h["eval_seconds"] for r in run.main(argv) for h in r["history"])
@@ -172,7 +169,15 @@ def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
     return Outcome(DONE, time.perf_counter() - start, epochs)
 
 
-def _last_error(log_path: str) -> str:
+def torchrun(nproc: int, entry: list, log) -> int:
+    """`torchrun --standalone --nproc_per_node NPROC ENTRY...`, its output appended to the open file log: its
+    exit code."""
+    log.flush()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *entry]
+    return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=HERE).returncode
+
+
+def last_error(log_path: str) -> str:
     """The last line of a failed DDP job's log that names an error."""
     with open(log_path) as f:
         lines = [line.strip() for line in f if "error" in line.lower()]
@@ -218,6 +223,21 @@ def plan_workers(nproc: int, devices: list | None) -> tuple:
         return len(per_worker), max(cores // len(devices), 1), per_worker
     workers = max(cores // nproc, 1)  # independent processes scale better than threads within one
     return workers, max(cores // (workers * nproc), 1), None
+
+
+@contextlib.contextmanager
+def spawn_environment(threads: int, devices: list | None):
+    """While a worker is spawned (it starts with this process's environment): its CPU threads and, on a GPU
+    machine, the GPUs it sees; restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 def run_group(tasks: list, threads: int, nproc: int) -> list:
@@ -269,19 +289,13 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
     for i, argv in enumerate(cells):
         tasks.put((i, argv, os.path.join(sweep_dir, "logs", f"{names[i]}.log")))
     workers = min(workers, len(cells))
-    processes, saved = [], {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")}
-    try:
-        for w in range(workers):
-            tasks.put(None)  # one stop sign per worker, after every cell
-            os.environ["OMP_NUM_THREADS"] = str(threads)  # a spawned worker starts with the parent's environment
-            if gpus:
-                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[w])
+    processes = []
+    for w in range(workers):
+        tasks.put(None)  # one stop sign per worker, after every cell
+        with spawn_environment(threads, gpus[w] if gpus else None):
             p = context.Process(target=_worker, args=(tasks, outcomes, threads, nproc), daemon=True)
             p.start()
-            processes.append(p)
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        processes.append(p)
     results, running = [None] * len(cells), {}  # running: cell index -> its worker's pid
     bar = tqdm(total=len(cells), desc="sweep", disable=not progress, dynamic_ncols=True)
 

@@ -7,7 +7,8 @@ The search space is, by default, the learning rate (1e-5 to 1e-2, log scale) and
 model declares a range for (`hparam(..., search=Search(...))` in its Config: d_model, e_layers and dropout for
 the models that have them); `--space NAME=LOW:HIGH[:log]` or `--space NAME=A,B,C` (repeatable) gives the whole
 space instead. A trial is one run of the base configuration with the trial's values (single process, in one
-of --workers long-lived processes); its objective is its best validation loss, reported to the pruner after
+of --workers long-lived processes; with --nproc N a torchrun job of N ranks that such a process starts, whose
+main rank reports to the study and decides pruning for every rank); its objective is its best validation loss, reported to the pruner after
 every epoch, so a trial the median pruner finds worse than the finished ones at the same epoch (from the second
 on, once --prune_after trials have finished) stops early. The test
 split never drives the search: a trial's test is run (every run tests its best checkpoint) but not read.
@@ -93,35 +94,68 @@ def _flags(params: dict) -> list:
 
 
 class PruneOnValidation:
-    """Exp callback: each epoch's validation loss to the trial; stops the run when the pruner says so."""
+    """Exp callback: each epoch's validation loss to the trial; stops the run when the pruner says so. Under DDP
+    only the main rank holds the trial (trial None elsewhere): it reports and decides, and every rank takes its
+    decision (a collective in the epoch hook, which every rank reaches with the same row), so no rank asks the
+    study at another moment and comes to another answer."""
 
     def __init__(self, trial):
         self.trial, self.curve = trial, []
 
     def on_epoch_end(self, epoch: int, row: dict) -> None:
         import optuna  # noqa: PLC0415
+        from utils.dist import all_gather_object  # noqa: PLC0415
         self.curve.append(row["vali_loss"])
-        self.trial.report(row["vali_loss"], epoch)
-        if self.trial.should_prune():
+        prune = False
+        if self.trial is not None:
+            self.trial.report(row["vali_loss"], epoch)
+            prune = self.trial.should_prune()
+        if all_gather_object(prune)[0]:
             raise optuna.TrialPruned(f"pruned after epoch {epoch}: validation loss {row['vali_loss']:.6f}")
 
 
-def objective(trial, base: list, space: dict, tune_dir: str) -> float:
+def objective(trial, base: list, space: dict, tune_dir: str, options) -> float:
     """One trial: the base run with the trial's values; its best validation loss."""
-    import run  # noqa: PLC0415
     params = {name: suggest(trial, name, spec) for name, spec in space.items()}
     # each trial its own run (--des): two trials that draw the same values must not share a run folder
     argv = [*base, *_flags(params), "--des", f"trial{trial.number}", "--results_dir", os.path.join(tune_dir, "trials"),
             "--checkpoints", os.path.join(tune_dir, "checkpoints"), "--resume", "auto"]
     trial.set_user_attr("command", " ".join(argv))
     trial.set_user_attr("worker", os.getpid())
+    log_path = os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}.log")
+    if options.nproc > 1:
+        return _ddp_trial(trial, argv, tune_dir, log_path, options)
+    import run  # noqa: PLC0415
     hook = PruneOnValidation(trial)
-    with sweep.logged_to(os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}.log")):
+    with sweep.logged_to(log_path):
         try:
             history = run.main(argv, callbacks=[hook])[0]["history"]
         finally:
             trial.set_user_attr("vali_curve", hook.curve)
     return min(h["vali_loss"] for h in history)
+
+
+def _ddp_trial(trial, argv: list, tune_dir: str, log_path: str, options) -> float:
+    """A trial as a torchrun job of --nproc ranks (scripts/tune_rank.py): its main rank reports to the study;
+    the job's outcome file says how the trial ended."""
+    import optuna  # noqa: PLC0415
+    base = os.path.join(tune_dir, "logs", f"trial_{trial.number:04d}")
+    # Optuna has no public accessor for a running trial's storage id, which another process needs to join it
+    spec = {"study": trial.study.study_name, "storage": options.storage, "tune_dir": tune_dir,
+            "trial_id": trial._trial_id, "pruner": options.pruner, "prune_after": options.prune_after,  # noqa: SLF001
+            "outcome": base + ".json"}
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    with open(base + ".spec.json", "w") as f:
+        json.dump(spec, f)
+    with open(log_path, "a") as log:
+        code = sweep.torchrun(options.nproc, ["-m", "scripts.tune_rank", base + ".spec.json", "--ddp", *argv], log)
+    outcome = json.load(open(spec["outcome"])) if os.path.isfile(spec["outcome"]) else {}
+    trial.set_user_attr("vali_curve", outcome.get("curve", []))
+    if code or not outcome:
+        raise RuntimeError(f"trial {trial.number}: {sweep.last_error(log_path)}")
+    if outcome["state"] == "pruned":
+        raise optuna.TrialPruned(outcome["reason"])
+    return outcome["best"]
 
 
 def storage_of(url: str | None, tune_dir: str):
@@ -134,14 +168,15 @@ def storage_of(url: str | None, tune_dir: str):
     return optuna.storages.JournalStorage(backend)
 
 
-def _worker(study_name: str, storage_url, tune_dir: str, base: list, space: dict, n_trials: int, seed: int,
-            threads: int, pruner: str, prune_after: int) -> None:
+def _worker(study_name: str, tune_dir: str, base: list, space: dict, n_trials: int, seed: int, threads: int,
+            options) -> None:
     import optuna  # noqa: PLC0415
     sweep.prepare_worker(threads)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=study_name, storage=storage_of(storage_url, tune_dir),
-                              sampler=optuna.samplers.TPESampler(seed=seed), pruner=make_pruner(pruner, prune_after))
-    study.optimize(lambda t: objective(t, base, space, tune_dir), n_trials=n_trials, catch=(Exception,))
+    study = optuna.load_study(study_name=study_name, storage=storage_of(options.storage, tune_dir),
+                              sampler=optuna.samplers.TPESampler(seed=seed),
+                              pruner=make_pruner(options.pruner, options.prune_after))
+    study.optimize(lambda t: objective(t, base, space, tune_dir, options), n_trials=n_trials, catch=(Exception,))
 
 
 def make_pruner(name: str, after: int):
@@ -197,6 +232,8 @@ def parse(argv: list) -> tuple:
     p.add_argument("--trials", type=int, required=True, help="trials of the study in all (counting earlier runs)")
     p.add_argument("--workers", type=int, help="processes running trials at once (default: one per CPU core)")
     p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
+    p.add_argument("--nproc", type=int, default=1, help="processes per trial: more runs each trial as a torchrun "
+                   "DDP job of that size (its main rank reports to the study and decides pruning for every rank)")
     p.add_argument("--space", action="append", default=[], help="NAME=LOW:HIGH[:log] or NAME=A,B,C (repeatable): "
                    "the whole search space instead of the default one")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the study's folder)")
@@ -233,19 +270,19 @@ def main(argv=None) -> dict:
     storage = storage_of(options.storage, tune_dir)
     study = optuna.create_study(study_name=study_name, storage=storage, direction="minimize", load_if_exists=True)
     remaining = options.trials - sum(t.state.is_finished() for t in study.trials)
-    workers, threads, _ = sweep.plan_workers(1, None)
+    workers, threads, gpus = sweep.plan_workers(options.nproc, None)
     workers, threads = max(min(options.workers or workers, remaining), 1), options.threads or threads
     print(f"study {study_name}: {remaining} trials to run on {workers} workers; space "
           + ", ".join(f"{k} {v[3] if v[3] else f'{v[0]}..{v[1]}' + (' log' if v[2] else '')}" for k, v in space.items()))
     if remaining > 0:
         context = multiprocessing.get_context("spawn")
         share = [remaining // workers + (w < remaining % workers) for w in range(workers)]
-        processes = [context.Process(target=_worker, args=(study_name, options.storage, tune_dir, base, space, n,
-                                                            options.seed + w, threads, options.pruner,
-                                                            options.prune_after))
-                     for w, n in enumerate(share) if n]
-        for p in processes:
-            p.start()
+        processes = []
+        for w, n in enumerate(share):
+            with sweep.spawn_environment(threads, gpus[w % len(gpus)] if gpus else None):
+                processes.append(context.Process(target=_worker, args=(study_name, tune_dir, base, space, n,
+                                                                       options.seed + w, threads, options)))
+                processes[-1].start()
         for p in processes:
             p.join()
     study = optuna.load_study(study_name=study_name, storage=storage)
@@ -255,7 +292,7 @@ def main(argv=None) -> dict:
     seeds = [s for s in options.final_seeds.split(",") if s]
     if complete and seeds:
         best = _flags(study.best_trial.params)
-        sweep.main(["--quiet", *base, *best, "--seed", ",".join(seeds)])
+        sweep.main(["--quiet", "--nproc", str(options.nproc), *base, *best, "--seed", ",".join(seeds)])
     return {"study": study, "tune_dir": tune_dir}
 
 
