@@ -163,9 +163,17 @@ def _interrupted(prefix: str) -> str:
 
 
 def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = None) -> None:
-    """Print this rank's error (a bug: its traceback) and leave it for the other ranks to report."""
-    dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
-    _exit(code, trace.rstrip() if trace else f"{prefix}error: {error}")
+    """Print this rank's error (a bug: its traceback) and leave it for the other ranks to report.
+
+    Printed first: while this rank waits for its peers to read its error, torchrun may stop it (a peer that
+    failed alike has read it and exited), and that stop ends the wait, not the report."""
+    sys.stderr.write((trace.rstrip() if trace else f"{prefix}error: {error}") + "\n")
+    sys.stderr.flush()
+    try:
+        dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
+    except interrupt.Interrupted:
+        pass
+    _exit(code)
 
 
 def _exit(code: int, message: str | None = None) -> None:
