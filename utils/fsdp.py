@@ -3,9 +3,9 @@
 Under --fsdp every block, then the model itself, keeps 1/world of its parameters, gradients and optimizer state
 on each rank; a block's parameters are gathered for its forward and its backward only. Checkpoints stay one
 file in the format every other run writes: the full state is gathered for the main rank, which writes it as
-before. So a model trained sharded is tested, fine-tuned or resumed by an unsharded run, and the other way
-around; torch.distributed.checkpoint (a file per rank) would only pay once a model's full state outgrows one
-host's memory, far beyond the models here.
+before. So a model trained sharded is tested or fine-tuned by an unsharded run, and the other way around (a run
+resumes in its own mode: --fsdp is part of its identity); torch.distributed.checkpoint (a file per rank) would
+only pay once a model's full state outgrows one host's memory, far beyond the models here.
 """
 import contextlib
 import functools
@@ -94,19 +94,21 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
     names = {param: name for name, param in model.named_parameters()}
     order = [names[param] for group in optimizer.param_groups for param in group["params"]]
-    by_name = {"state": {order[i]: s for i, s in state["state"].items()},
-               "param_groups": [{**group, "params": [order[i] for i in group["params"]]}
-                                for group in state["param_groups"]]}
-    set_optimizer_state_dict(model, optimizer, by_name, options=StateDictOptions(full_state_dict=True))
+    set_optimizer_state_dict(model, optimizer, _renumbered(state, dict(enumerate(order))),
+                             options=StateDictOptions(full_state_dict=True))
 
 
 def _by_index(state: dict) -> dict:
     """An optimizer state keyed by parameter names (torch.distributed.checkpoint's form) numbered as
     optimizer.state_dict() numbers them: in the order of the groups' parameters."""
-    order = {name: i for i, name in enumerate(name for group in state["param_groups"] for name in group["params"])}
-    return {"state": {order[name]: s for name, s in state["state"].items()},
-            "param_groups": [{**group, "params": [order[name] for name in group["params"]]}
-                             for group in state["param_groups"]]}
+    order = (name for group in state["param_groups"] for name in group["params"])
+    return _renumbered(state, {name: i for i, name in enumerate(order)})
+
+
+def _renumbered(state: dict, key: dict) -> dict:
+    """An optimizer state with each parameter's key (index or name) replaced by key[it]."""
+    return {"state": {key[k]: s for k, s in state["state"].items()},
+            "param_groups": [{**group, "params": [key[k] for k in group["params"]]} for group in state["param_groups"]]}
 
 
 def state_mb(model: nn.Module, optimizer: torch.optim.Optimizer) -> float:
