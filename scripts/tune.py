@@ -8,10 +8,10 @@ model declares a range for (`hparam(..., search=Search(...))` in its Config: d_m
 the models that have them); `--space NAME=LOW:HIGH[:log]` or `--space NAME=A,B,C` (repeatable) gives the whole
 space instead. A trial is one run of the base configuration with the trial's values (single process, in one
 of --workers long-lived processes; with --nproc N a torchrun job of N ranks that such a process starts, whose
-main rank reports to the study and decides pruning for every rank); its objective is its best validation loss, reported to the pruner after
-every epoch, so a trial the median pruner finds worse than the finished ones at the same epoch (from the second
-on, once --prune_after trials have finished) stops early. The test
-split never drives the search: a trial's test is run (every run tests its best checkpoint) but not read.
+main rank reports to the study and decides pruning for every rank); its objective is its best validation loss,
+reported to the pruner after every epoch, so a trial the median pruner finds worse than the finished ones at the
+same epoch (from the second on, once --prune_after trials have finished) stops early. The test split never
+drives the search: a trial's test is run (every run tests its best checkpoint) but not read.
 
 The study lives in Optuna storage: by default a journal file in tune/<study>/ beside the results folder (the
 trials' runs, logs and summary go there too, away from the final runs) that every

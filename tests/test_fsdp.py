@@ -71,8 +71,9 @@ def test_fsdp_trains_like_ddp_on_half_the_state_and_checkpoints_load_both_ways(t
 @pytest.mark.slow
 def test_a_sharded_run_killed_mid_row_resumes_exactly(tiny_args, tmp_path):
     """16 steps of 2 x 16, 11 an epoch, a row every 6 and a checkpoint every 4, dropout on. The group dies at
-    step 12 (epoch 2, step 1); it resumes from step 8 (2 steps into its row) with every rank's random stream, the optimizer state
-    scattered back into its shards and the row's losses so far, and ends as the uninterrupted run."""
+    step 12 (epoch 2, step 1); it resumes from step 8 (2 steps into its row) with every rank's random stream,
+    the optimizer state scattered back into its shards and the row's losses so far, and ends as the
+    uninterrupted run."""
     args = tiny_args + ["--e_layers", "2", "--fsdp", "--train_steps", "16", "--val_every", "6", "--save_every", "4",
                         "--lradj", "warmup_cosine", "--resume", "auto"]
     proc, whole = forked_ranks(args + elsewhere(tmp_path, "whole"), tmp_path / "whole")
