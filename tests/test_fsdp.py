@@ -69,6 +69,20 @@ def test_fsdp_trains_like_ddp_on_half_the_state_and_checkpoints_load_both_ways(t
 
 
 @pytest.mark.slow
+def test_a_model_without_blocks_is_sharded_whole(tiny_args, tmp_path):
+    """DLinear has no layer list: the root alone is one FSDP unit, and each rank still holds half its state."""
+    args = tiny_args + ["--model", "dlinear", "--nonautoregressive", "--lr_scale", "none", "--learning_rate", "0.01"]
+    runs = {}
+    for name, extra in (("ddp", []), ("fsdp", ["--fsdp"])):
+        proc, ranks = forked_ranks(args + extra, tmp_path / name)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = ranks[0][0]["metrics"]
+    for k in METRICS:
+        assert runs["fsdp"][k] == pytest.approx(runs["ddp"][k], rel=1e-5), k
+    assert runs["fsdp"]["state_mb"] == pytest.approx(runs["ddp"]["state_mb"] / 2, rel=0.05)
+
+
+@pytest.mark.slow
 def test_a_sharded_run_killed_mid_row_resumes_exactly(tiny_args, tmp_path):
     """16 steps of 2 x 16, 11 an epoch, a row every 6 and a checkpoint every 4, dropout on. The group dies at
     step 12 (epoch 2, step 1); it resumes from step 8 (2 steps into its row) with every rank's random stream,
