@@ -169,12 +169,15 @@ def run_cell(argv: list, log_path: str, nproc: int) -> Outcome:
     return Outcome(DONE, time.perf_counter() - start, epochs)
 
 
+def torchrun_command(nproc: int, entry: list) -> list:
+    """`torchrun --standalone --nproc_per_node NPROC ENTRY...` with this interpreter."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *entry]
+
+
 def torchrun(nproc: int, entry: list, log) -> int:
-    """`torchrun --standalone --nproc_per_node NPROC ENTRY...`, its output appended to the open file log: its
-    exit code."""
+    """torchrun_command's job, its output appended to the open file log: its exit code."""
     log.flush()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *entry]
-    return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=HERE).returncode
+    return subprocess.run(torchrun_command(nproc, entry), stdout=log, stderr=subprocess.STDOUT, cwd=HERE).returncode
 
 
 def last_error(log_path: str) -> str:

@@ -149,7 +149,10 @@ def _ddp_trial(trial, argv: list, tune_dir: str, log_path: str, options) -> floa
         json.dump(spec, f)
     with open(log_path, "a") as log:
         code = sweep.torchrun(options.nproc, ["-m", "scripts.tune_rank", base + ".spec.json", "--ddp", *argv], log)
-    outcome = json.load(open(spec["outcome"])) if os.path.isfile(spec["outcome"]) else {}
+    outcome = {}
+    if os.path.isfile(spec["outcome"]):
+        with open(spec["outcome"]) as f:
+            outcome = json.load(f)
     trial.set_user_attr("vali_curve", outcome.get("curve", []))
     if code or not outcome:
         raise RuntimeError(f"trial {trial.number}: {sweep.last_error(log_path)}")

@@ -5,14 +5,13 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scripts.sweep import HERE, torchrun_command
 
 
 def torchrun(nproc: int, flags: list) -> tuple[str, float]:
     """`torchrun --standalone --nproc_per_node NPROC run.py --ddp FLAGS`, one thread per rank: (its log, its wall
     seconds with start-up). A failed run ends the benchmark with its error."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           os.path.join(HERE, "run.py"), "--ddp", *flags]
+    cmd = torchrun_command(nproc, [os.path.join(HERE, "run.py"), "--ddp", *flags])
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=HERE)
     wall = time.perf_counter() - start
