@@ -126,6 +126,52 @@ def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_b
     assert "MSE range over seeds: dlinear 96: 2 seeds, 0.376–0.378." in page  # nlinear's one seed: no range
 
 
+def test_ledger_keeps_the_page_when_the_run_folders_are_gone(tmp_path, capsys):
+    results, ledger = tmp_path / "results", tmp_path / "runs.csv"
+    paper = _paper_config("dlinear", "ETTh1", 96)
+    _run(results, paper, 2021, 0.370, 0.395, epoch_seconds=[(2, 1)])
+    _run(results, paper, 2022, 0.380, 0.405, epoch_seconds=[(2, 1)])
+    smoke = copy.deepcopy(paper)
+    smoke["training"]["train_epochs"] = 1  # not the paper's setting: never recorded
+    _run(results, smoke, 2021, 0.5, 0.5)
+    report.main([str(results), "--ledger", str(ledger), "--page", str(tmp_path / "first.md")])
+    assert "2 runs added" in capsys.readouterr().out
+    assert [(r["seeds"], r["mse"], r["seconds"]) for r in report.load_ledger(ledger)] == \
+        [([2021], 0.37, 3.0), ([2022], 0.38, 3.0)]
+    report.main([str(results), "--ledger", str(ledger)])  # recorded once, however often reported
+    assert "0 runs added" in capsys.readouterr().out and len(report.load_ledger(ledger)) == 2
+    empty = tmp_path / "lost"
+    os.makedirs(empty)
+    report.main([str(empty), "--ledger", str(ledger), "--page", str(tmp_path / "again.md")])
+    assert (tmp_path / "again.md").read_text() == (tmp_path / "first.md").read_text()
+    _run(tmp_path / "later", paper, 2023, 0.360, 0.385)  # another stop's seed joins the recorded ones
+    report.main([str(tmp_path / "later"), "--ledger", str(ledger), "--page", str(tmp_path / "page.md")])
+    dlinear = next(line for line in (tmp_path / "page.md").read_text().splitlines() if line.startswith("| dlinear"))
+    assert "| ours (3 seeds at most) | **0.370** | **0.395** |" in dlinear and dlinear.endswith("| 3 s |")
+
+
+def test_ledger_rows_of_a_setting_the_scripts_no_longer_hold_are_left_off_and_named(tmp_path, capsys):
+    ledger = tmp_path / "runs.csv"
+    _run(tmp_path / "results", _paper_config("dlinear", "ETTh1", 96), 2021, 0.370, 0.395)
+    report.main([str(tmp_path / "results"), "--ledger", str(ledger)])
+    rows = report.load_ledger(ledger)
+    rows[0]["setting_id"] = "0123456789"  # as if the paper script had changed since the run
+    page, stale = report.results_page(rows, {}, report.load_settings(report.DEFAULT_SETTINGS))
+    assert "| dlinear |" not in page and stale == rows
+
+
+def test_shipped_results_page_is_the_ledger_at_the_current_paper_settings(tmp_path, capsys):
+    """docs/results.md is what scripts/reproduce/runs.csv gives, and no recorded run is of a setting the scripts
+    have since changed (a changed script needs its cells run again, not its old numbers shown)."""
+    ledger = tmp_path / "runs.csv"
+    ledger.write_bytes(open(report.DEFAULT_LEDGER, "rb").read())
+    os.makedirs(tmp_path / "none")
+    report.main([str(tmp_path / "none"), "--ledger", str(ledger), "--page", str(tmp_path / "results.md")])
+    assert "left off" not in capsys.readouterr().out
+    shipped = open(os.path.join(REPO, "docs", "results.md")).read()
+    assert (tmp_path / "results.md").read_text() == shipped.replace("scripts/reproduce/runs.csv", str(ledger))
+
+
 def test_report_needs_some_results(tmp_path):
     with pytest.raises(SystemExit, match="no metrics.json"):
         report.main([str(tmp_path)])

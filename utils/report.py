@@ -15,6 +15,12 @@ it left out of the comparison, and why.
 horizon beside the paper's numbers, the averages over the four horizons as papers print them (best MSE and
 MAE per column in bold), the MSE range over seeds where a cell has several, and the wall time of a run (its
 epochs' training and evaluation) on the machine used.
+
+--ledger FILE keeps the page's runs in a CSV that lives in the repository (scripts/reproduce/runs.csv): run
+folders are outputs of one machine and are lost with it, the page must not be. RESULTS_DIR's paper-setting runs
+not yet in the ledger are appended to it, and the page is written from the ledger. A ledger row is one cell
+(model, dataset, lookback, horizon, test) run with one or more seeds, the paper setting it was run as (a hash:
+a row whose setting the scripts no longer hold is left off the page and named), the commit and the machine.
 """
 import argparse
 import csv
@@ -24,9 +30,15 @@ import os
 import sys
 from collections import defaultdict
 
+from utils.files import write_atomic
+from utils.identity import config_hash
+
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.csv")
 DEFAULT_SETTINGS = os.path.join(HERE, "scripts", "reproduce", "paper_settings.json")
+DEFAULT_LEDGER = os.path.join(HERE, "scripts", "reproduce", "runs.csv")
+LEDGER_FIELDS = ("model", "dataset", "seq_len", "horizon", "test", "seeds", "mse", "mae", "mse_min", "mse_max",
+                 "seconds", "setting_id", "commit", "machine", "source")
 ORDER = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7, "ILI": 8}
 # what a configuration must share with the paper's setting; the data file is compared by name, not by
 # fingerprint (each machine has its own copy), and free-form tags do not count
@@ -161,24 +173,96 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def results_page(groups: dict, reference: dict, settings: dict, tolerance: float = 0.02) -> str:
-    """The results page (docs/results.md): the runs of each model's paper setting, with the paper's numbers."""
-    found = defaultdict(dict)  # (dataset, model, lookback) -> horizon -> cell
-    machines = set()
+def setting_id(setting: dict) -> str:
+    """Hash of a paper setting's configuration without its free-form tags: what a recorded run was run as."""
+    return config_hash({section: values for section, values in setting.items() if section != "tag"})
+
+
+def _commit(provenance: dict) -> str:
+    commit = (provenance.get("git_commit") or "?")[:7]
+    return commit + "+changes" if provenance.get("git_dirty") else commit
+
+
+def paper_rows(groups: dict, settings: dict) -> list:
+    """Ledger rows (one per run) of the runs that are their paper's setting."""
+    rows = []
     for runs in groups.values():
         m = runs[0]
-        if paper_mismatch(m, settings.get((m["model"], m["dataset"], m["test_pred_len"]))) is not None:
+        setting = settings.get((m["model"], m["dataset"], m["test_pred_len"]))
+        if paper_mismatch(m, setting) is not None:
             continue
-        paper = reference.get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"]))
-        found[m["dataset"], m["model"], m["seq_len"]][m["test_pred_len"]] = {
-            "mse": _mean([r["mse"] for r in runs]), "mae": _mean([r["mae"] for r in runs]), "runs": len(runs),
+        for r in runs:
+            provenance = r.get("provenance", {})
+            rows.append({"model": r["model"], "dataset": r["dataset"], "seq_len": r["seq_len"],
+                         "horizon": r["test_pred_len"], "test": r["test"], "seeds": [r["seed"]], "mse": r["mse"],
+                         "mae": r["mae"], "mse_min": r["mse"], "mse_max": r["mse"], "seconds": r.get("run_seconds"),
+                         "setting_id": setting_id(setting), "commit": _commit(provenance),
+                         "machine": provenance.get("device") or provenance.get("host", "?"),
+                         "source": f"{r['setting']}/{r['test']}"})
+    return rows
+
+
+def _cell_key(row: dict) -> tuple:
+    return row["model"], row["dataset"], row["seq_len"], row["horizon"], row["test"], row["setting_id"]
+
+
+def load_ledger(path: str) -> list:
+    if not os.path.isfile(path):
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r.update(seq_len=int(r["seq_len"]), horizon=int(r["horizon"]), seeds=[int(s) for s in r["seeds"].split()],
+                 seconds=float(r["seconds"]) if r["seconds"] else None,
+                 **{k: float(r[k]) for k in ("mse", "mae", "mse_min", "mse_max")})
+    return rows
+
+
+def record(path: str, rows: list) -> list:
+    """Append to the ledger the rows whose seeds its cell does not hold yet; returns the rows appended."""
+    ledger = load_ledger(path)
+    held = {(_cell_key(r), seed) for r in ledger for seed in r["seeds"]}
+    added = [r for r in rows if (_cell_key(r), r["seeds"][0]) not in held]
+    if added:
+        order = lambda r: (ORDER.get(r["dataset"], 99), r["dataset"], r["model"], r["horizon"], r["seeds"])
+
+        def write(f):
+            out = csv.DictWriter(f, LEDGER_FIELDS, lineterminator="\n")
+            out.writeheader()
+            for r in sorted(ledger + added, key=order):
+                out.writerow({**r, "seeds": " ".join(map(str, r["seeds"])),
+                              "seconds": "" if r["seconds"] is None else f"{r['seconds']:.0f}",
+                              **{k: f"{r[k]:.6g}" for k in ("mse", "mae", "mse_min", "mse_max")}})
+        write_atomic(path, write, "w")
+    return added
+
+
+def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None) \
+        -> tuple:
+    """(the results page (docs/results.md) from ledger rows of paper-setting runs, with the paper's numbers;
+    the rows left off because the scripts no longer hold their setting)."""
+    current = {key: setting_id(setting) for key, setting in settings.items()}
+    by_cell, stale = defaultdict(list), []
+    for r in rows:
+        if current.get((r["model"], r["dataset"], r["horizon"])) != r["setting_id"]:
+            stale.append(r)
+        else:
+            by_cell[r["dataset"], r["model"], r["seq_len"], r["horizon"]].append(r)
+    found = defaultdict(dict)  # (dataset, model, lookback) -> horizon -> cell
+    for (dataset, model, lookback, horizon), cell_rows in by_cell.items():
+        n = sum(len(r["seeds"]) for r in cell_rows)
+        paper = reference.get((model, dataset, lookback, horizon))
+        found[dataset, model, lookback][horizon] = {
+            "mse": sum(r["mse"] * len(r["seeds"]) for r in cell_rows) / n,
+            "mae": sum(r["mae"] * len(r["seeds"]) for r in cell_rows) / n, "runs": n,
             "paper_mse": float(paper["mse"]) if paper else None, "paper_mae": float(paper["mae"]) if paper else None,
-            "seconds": [r["run_seconds"] for r in runs if r.get("run_seconds") is not None],
-            "mse_range": (min(r["mse"] for r in runs), max(r["mse"] for r in runs))}
-        machines.update(r.get("provenance", {}).get("device") or r.get("provenance", {}).get("host", "?")
-                        for r in runs)
-    lines = ["# Results", "", "Generated by `python -m utils.report RESULTS_DIR --page docs/results.md` from the runs "
-             "of the paper-setting scripts (`scripts/long_term_forecast/`); how to run them: "
+            "seconds": [(r["seconds"], len(r["seeds"])) for r in cell_rows if r["seconds"] is not None],
+            "mse_range": (min(r["mse_min"] for r in cell_rows), max(r["mse_max"] for r in cell_rows))}
+    machines = {r["machine"] for cell_rows in by_cell.values() for r in cell_rows}
+    origin = (f"the runs recorded in `{ledger}` (each with its commit and machine)" if ledger else
+              "the runs of the paper-setting scripts (`scripts/long_term_forecast/`)")
+    lines = ["# Results", "", f"Generated by `python -m utils.report RESULTS_DIR --page docs/results.md"
+             f"{f' --ledger {ledger}' if ledger else ''}` from {origin}; how to run them: "
              "[reproducing.md](reproducing.md). Each model has a row of ours (the mean over its seeds; the seed "
              "count is given where more than one) and a row of the paper's numbers. `avg`: the mean over the "
              "horizons, as papers print it, where all were run. Bold: the lowest of ours in the column; ✗: worse "
@@ -213,7 +297,8 @@ def results_page(groups: dict, reference: dict, settings: dict, tolerance: float
                     ours.append(text)
                     paper.append(_cell(cell.get(f"paper_{k}")))
             seeds = max(cell["runs"] for h, cell in row.items() if h != "avg")
-            seconds = _mean([t for h, cell in row.items() if h != "avg" for t in cell["seconds"]])
+            timed = [t for h, cell in row.items() if h != "avg" for t in cell["seconds"]]
+            seconds = sum(t * k for t, k in timed) / sum(k for _, k in timed) if timed else None
             label = "ours" if seeds == 1 else f"ours ({seeds} seeds at most)"
             time_cell = "—" if seconds is None else f"{seconds:.0f} s"
             lines.append(f"| {model} | {lookback} | {label} | " + " | ".join(ours) + f" | {time_cell} |")
@@ -224,7 +309,7 @@ def results_page(groups: dict, reference: dict, settings: dict, tolerance: float
         lines += ["", "MSE range over seeds: " + "; ".join(spreads) + "."] if spreads else []
         lines.append("")
     lines.append("Machines: " + ", ".join(sorted(machines)) + "." if machines else "No paper-setting runs yet.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", stale
 
 
 def main(argv=None) -> None:
@@ -235,16 +320,33 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None, help="markdown file to write (default: RESULTS_DIR/report.md)")
     parser.add_argument("--tolerance", type=float, default=0.02, help="relative MSE gap that marks a miss")
     parser.add_argument("--page", default=None, help="also write the results page (docs/results.md) here")
+    parser.add_argument("--ledger", default=None,
+                        help="CSV record of the page's runs (scripts/reproduce/runs.csv): RESULTS_DIR's paper-setting "
+                             "runs are added to it and the page is written from it")
     args = parser.parse_args(argv)
     groups, skipped = load_runs(args.results_dir)
-    if not groups:
+    if not groups and not args.ledger:
         raise SystemExit(f"no metrics.json of a run under {args.results_dir}" +
                          (f" ({len(skipped)} skipped: {skipped[0][1]})" if skipped else ""))
     reference, settings = load_reference(args.reference), load_settings(args.settings)
-    table, compared, misses, notes = build_table(groups, reference, settings, args.tolerance)
+    rows = paper_rows(groups, settings)
+    if args.ledger:
+        added = record(args.ledger, rows)
+        sys.stdout.write(f"{len(added)} runs added to {args.ledger}" +
+                         "".join(f"\n- {r['source']} ({r['commit']})" for r in added) + "\n")
+        rows = load_ledger(args.ledger)
     if args.page:
+        page, stale = results_page(rows, reference, settings, args.tolerance, args.ledger)
         with open(args.page, "w") as f:
-            f.write(results_page(groups, reference, settings, args.tolerance))
+            f.write(page)
+        if stale:
+            sys.stdout.write(f"left off {args.page}: {len(stale)} recorded cells whose paper setting the scripts no "
+                             "longer hold:" + "".join(f"\n- {r['model']} {r['dataset']} {r['test']} seeds "
+                                                      f"{' '.join(map(str, r['seeds']))} ({r['commit']})"
+                                                      for r in stale) + "\n")
+    if not groups:
+        return
+    table, compared, misses, notes = build_table(groups, reference, settings, args.tolerance)
     n_runs = sum(map(len, groups.values()))
     text = (f"{table}\n\n{len(groups)} configurations x tests from {n_runs} runs; {compared} compared with the paper, "
             f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗). Gap = (ours - paper) / "
