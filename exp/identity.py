@@ -300,6 +300,10 @@ def clear_run(plan: RunPlan) -> None:
 
 def model_section(args) -> dict:
     """The architecture: the model, its revision when past the first (the first adds nothing, so identities
-    from before revisions existed stand), and its own hyper-parameters."""
+    from before revisions existed stand), and its own hyper-parameters (one added later only when set off its
+    default, for the same reason)."""
     revision = models.revision(args.model)
-    return {"model": args.model, **({"revision": revision} if revision > 1 else {}), **model_hparams(args)}
+    later = {f.name: f.default for f in models.hyperparameter_fields(models.model_class(args.model))
+             if f.metadata["later"]}
+    hparams = {k: v for k, v in model_hparams(args).items() if k not in later or v != later[k]}
+    return {"model": args.model, **({"revision": revision} if revision > 1 else {}), **hparams}

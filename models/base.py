@@ -53,12 +53,16 @@ class Search:
     choices: tuple | None = None
 
 
-def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None, search: Search | None = None):
+def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None, search: Search | None = None,
+           later: bool = False):
     """A hyper-parameter field of a model's Config: the flag's default and help text, the contract test's
     small value (`tiny`, default: the default), what is valid: low <= value (< high), or one of choices, and
-    the default search range of tuning (none: not tuned unless asked)."""
+    the default search range of tuning (none: not tuned unless asked). `later`: added to a model that already has
+    results, with a default that is the model as it was: at that default it stays out of a run's identity, so the
+    earlier runs keep theirs."""
     return field(default=default, metadata={"help": help, "tiny": default if tiny is None else tiny,
-                                            "low": low, "high": high, "choices": choices, "search": search})
+                                            "low": low, "high": high, "choices": choices, "search": search,
+                                            "later": later})
 
 
 # Hyper-parameters many models share: one definition, one help text.

@@ -1,8 +1,10 @@
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from models.base import Capabilities, TransformerConfig
+from models.base import Capabilities, TransformerConfig, hparam
 from models.layers.normalization import denormalize, normalize
 from models.layers.transformer import encoder_layers, rotary_tables
 
@@ -15,18 +17,32 @@ class Model(nn.Module):
     Forecasting." ICLR 2025. https://arxiv.org/abs/2410.04803
 
     TimeAttention over the flattened (variable, token) sequence: causal in time, rotary position
-    embedding of the token's time index, and a learnable per-head bias for same- versus
-    cross-variable pairs. With covariates, each covariate attends to its own past only and the
-    target (last variable) to the past of every variable.
+    embedding, and a learnable per-head bias for same- versus cross-variable pairs. With covariates,
+    each covariate attends to its own past only and the target (last variable) to the past of every
+    variable.
+
+    --attention_form picks between the paper's description and the official code (thuml/OpenLTM
+    0b30050, layers/SelfAttention_Family.TimeAttention), which produced the published numbers:
+    paper    rotary over the whole head on each token's time index; the bias starts at zero.
+    openltm  rotary over the first half of each head on the token's index in the flattened
+             (variable, token) sequence; the bias starts from N(0, 1) and is added before the
+             1/sqrt(head size) scaling of the scores. (Its rotary pairs features (2i, 2i+1), ours
+             (i, i + width/2): the same rotations of permuted features.)
     """
     capabilities = Capabilities(autoregressive=True, direct=True, covariate=True, token_input=True)
 
-    Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
+    @dataclass
+    class Config(TransformerConfig):  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
+        attention_form: str = hparam("paper", "Timer-XL's attention as its paper describes it or as OpenLTM's "
+                                              "code computes it (see models/timer_xl.py)",
+                                     choices=("paper", "openltm"), later=True)
 
     def __init__(self, configs):
         super().__init__()
-        if (configs.d_model // configs.n_heads) % 2:
-            raise ValueError("Timer-XL needs an even head size (d_model / n_heads) for rotary embedding")
+        rotated = 4 if configs.attention_form == "openltm" else 2  # its rotary halves the head, then pairs
+        if (configs.d_model // configs.n_heads) % rotated:
+            raise ValueError(f"Timer-XL's {configs.attention_form} attention needs a head size (d_model / n_heads) "
+                             f"divisible by {rotated} for rotary embedding")
         self.token_len = configs.input_token_len
         self.out_len = configs.output_token_len
         self.head_dim = configs.d_model // configs.n_heads
@@ -35,18 +51,29 @@ class Model(nn.Module):
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
         self.head = nn.Linear(configs.d_model, self.out_len)
-        self.variable_bias = nn.Parameter(torch.zeros(2, configs.n_heads))  # [same variable, other variable]
+        self.official = configs.attention_form == "openltm"
+        if self.official:  # each layer its own bias, from N(0, 1)
+            self.variable_bias = nn.Parameter(torch.randn(configs.e_layers, 2, configs.n_heads))
+        else:  # [same variable, other variable]
+            self.variable_bias = nn.Parameter(torch.zeros(2, configs.n_heads))
 
-    def _attention_bias(self, n_vars: int, n_tokens: int, device: torch.device):
-        """Additive (H, S, S) mask over the variable-major token sequence, and each token's time index."""
+    def _attention_masks(self, n_vars: int, n_tokens: int, device: torch.device) -> tuple:
+        """An additive (H, S, S) mask per layer over the variable-major token sequence, and the rotary tables."""
         time = torch.arange(n_tokens, device=device).repeat(n_vars)
         var = torch.arange(n_vars, device=device).repeat_interleave(n_tokens)
         same_var = var[:, None] == var[None, :]
         allowed = time[:, None] >= time[None, :]
         if self.covariate:
             allowed &= same_var | (var[:, None] == n_vars - 1)
-        bias = torch.where(same_var, self.variable_bias[0, :, None, None], self.variable_bias[1, :, None, None])
-        return bias.masked_fill(~allowed, float("-inf")), time
+
+        def mask(weight):  # (2, H): [same variable, other variable]
+            bias = torch.where(same_var, weight[0, :, None, None], weight[1, :, None, None])
+            return bias.masked_fill(~allowed, float("-inf"))
+
+        if self.official:  # the bias enters before the scores' 1/sqrt(head size) scaling
+            masks = [mask(weight) for weight in self.variable_bias * self.head_dim ** -0.5]
+            return masks, rotary_tables(torch.arange(n_vars * n_tokens, device=device), self.head_dim // 2)
+        return [mask(self.variable_bias)] * len(self.layers), rotary_tables(time, self.head_dim)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         B, _, C = x.shape
@@ -55,9 +82,8 @@ class Model(nn.Module):
         tokens = x.transpose(1, 2).unfold(-1, self.token_len, self.token_len)  # (B, C, N, P)
         n_tokens = tokens.shape[2]
         h = self.embedding(tokens).reshape(B, C * n_tokens, -1)
-        bias, time = self._attention_bias(C, n_tokens, x.device)
-        rotary = rotary_tables(time, self.head_dim)
-        for layer in self.layers:
-            h = layer(h, bias, rotary)
+        masks, rotary = self._attention_masks(C, n_tokens, x.device)
+        for layer, mask in zip(self.layers, masks):
+            h = layer(h, mask, rotary)
         out = self.head(self.norm(h)).reshape(B, C, n_tokens * self.out_len).transpose(1, 2)
         return denormalize(out, stats) if self.use_norm else out

@@ -14,10 +14,12 @@ def rotary_tables(positions: torch.Tensor, head_dim: int, base: float = 10000.0)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate (first half, second half) feature pairs of x (B, H, S, D) by position-dependent angles."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    """Rotate (first half, second half) feature pairs of x (B, H, S, D) by position-dependent angles. Tables
+    narrower than D/2 rotate the first 2 * width features only and pass the rest through (partial rotary)."""
+    half = cos.shape[-1]
+    x1, x2 = x[..., :half], x[..., half:2 * half]
+    rotated = [x1 * cos - x2 * sin, x1 * sin + x2 * cos]
+    return torch.cat(rotated + [x[..., 2 * half:]] if 2 * half < x.shape[-1] else rotated, dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
