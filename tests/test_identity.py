@@ -116,6 +116,17 @@ def test_a_models_revision_past_the_first_is_part_of_the_identity(tiny_args, mon
     assert models.model_class("timemixer").revision == 2  # without calendar features since revision 2
 
 
+def test_a_hyperparameter_added_later_enters_the_identity_only_off_its_default():
+    """Timer-XL's attention_form came after its runs: at its default ("paper", the model as it was) those runs keep
+    their identity; the other form is another model."""
+    flags = ["--model", "timer_xl", "--seq_len", "96", "--input_token_len", "24", "--output_token_len", "24"]
+    before = _identity(flags)
+    assert "attention_form" not in before.config["model"]
+    assert _identity(flags + ["--attention_form", "paper"]).config_id == before.config_id
+    official = _identity(flags + ["--attention_form", "openltm"])
+    assert official.config["model"]["attention_form"] == "openltm" and official.config_id != before.config_id
+
+
 def _history_epochs(results_dir, setting):
     with open(results_dir / setting / "history.csv") as f:
         return [int(r["epoch"]) for r in csv.DictReader(f)]

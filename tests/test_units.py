@@ -521,3 +521,69 @@ def test_auto_correlation_sums_the_values_rolled_by_each_top_delay_as_the_offici
     for a, b in zip(torch.autograd.grad((ours * weights).sum(), (q, k, v)),
                     torch.autograd.grad((theirs * weights).sum(), (q, k, v)), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+def test_partial_rotary_rotates_the_leading_features_and_passes_the_rest():
+    from models.layers.transformer import apply_rotary, rotary_tables
+    x = torch.randn(2, 3, 5, 16)
+    cos, sin = rotary_tables(torch.arange(5), 8)  # tables 4 wide: features 0..7 rotate
+    out = apply_rotary(x, cos, sin)
+    assert torch.equal(out[..., 8:], x[..., 8:])
+    assert torch.allclose(out[..., :8], apply_rotary(x[..., :8], cos, sin))
+    assert torch.allclose(out.norm(dim=-1), x.norm(dim=-1), atol=1e-5)  # a rotation
+
+
+def _openltm_time_attention(x, layer, bias, n_vars, n_tokens):
+    """OpenLTM's TimeAttention (0b30050) transcribed from its code: rotary with interleaved pairs (2i, 2i + 1) over
+    the first half of each head at the flattened token index, the binary bias (rows: other, same variable) added to
+    the scores before their scaling, a multivariate causal mask in time."""
+    B, S, D = x.shape
+    H = layer.n_heads
+    E = D // H
+    q, k, v = layer.qkv(x).view(B, S, 3, H, E).permute(2, 0, 3, 1, 4)
+    width = E // 2
+    theta = 10000.0 ** (-torch.arange(0, width, 2).float() / width)
+    angle = torch.arange(S).float()[:, None] * theta.repeat_interleave(2)[None, :]
+
+    def rotate(t):
+        part, rest = t[..., :width], t[..., width:]
+        swapped = torch.stack([-part[..., 1::2], part[..., 0::2]], dim=-1).flatten(-2)
+        return torch.cat([part * angle.cos() + swapped * angle.sin(), rest], dim=-1)
+
+    time = torch.arange(n_tokens).repeat(n_vars)
+    var = torch.arange(n_vars).repeat_interleave(n_tokens)
+    same = (var[:, None] == var[None, :]).float()
+    scores = torch.einsum("bhle,bhse->bhls", rotate(q), rotate(k))
+    scores = scores + (1 - same) * bias[0][:, None, None] + same * bias[1][:, None, None]
+    scores = scores.masked_fill(time[:, None] < time[None, :], float("-inf"))
+    out = torch.einsum("bhls,bhsd->blhd", torch.softmax(scores / math.sqrt(E), dim=-1), v).reshape(B, S, D)
+    return layer.out(out)
+
+
+def test_timer_xl_openltm_form_is_openltms_attention_on_permuted_features():
+    """With each head's rotated features reordered from OpenLTM's interleaved pairs to ours, a one-layer Timer-XL of
+    the openltm form computes OpenLTM's attention (transcribed above) inside the same post-norm layer."""
+    import models
+    torch.manual_seed(0)
+    n_vars, n_tokens, P, D, H = 3, 4, 8, 32, 4
+    task = dict(seq_len=n_tokens * P, input_token_len=P, output_token_len=P, enc_in=n_vars, n_marks=0, covariate=False)
+    model = models.build("timer_xl", task, dict(d_model=D, n_heads=H, e_layers=2, d_ff=64, dropout=0.0,
+                                                activation="relu", use_norm=False, attention_form="openltm")).eval()
+    assert model.variable_bias.shape == (2, 2, H)  # a bias per layer, drawn from N(0, 1)
+    E = D // H
+    ours_from_openltm = [2 * i for i in range(E // 4)] + [2 * i + 1 for i in range(E // 4)] + list(range(E // 2, E))
+    x = torch.randn(2, n_tokens * P, n_vars)
+    h = model.embedding(x.transpose(1, 2).unfold(-1, P, P)).reshape(2, n_vars * n_tokens, D)
+    expected = h
+    for layer, bias in zip(model.layers, model.variable_bias):
+        reference = type(layer.attention)(D, H, 0.0)
+        reference.load_state_dict(layer.attention.state_dict())
+        with torch.no_grad():  # OpenLTM's feature order for q and k: the inverse of ours_from_openltm
+            for part in (reference.qkv.weight, reference.qkv.bias):
+                rows = part.view(3, H, E, *part.shape[1:])
+                rows[:2, :, ours_from_openltm] = rows[:2].clone()
+        attention = _openltm_time_attention(expected, reference, bias.flip(0), n_vars, n_tokens)
+        expected = layer.norm1(expected + attention)
+        expected = layer.norm2(expected + layer.ffn(expected))
+    expected = model.head(model.norm(expected)).reshape(2, n_vars, n_tokens * P).transpose(1, 2)
+    assert torch.allclose(model(x), expected, atol=1e-5)
