@@ -20,7 +20,7 @@ epochs' training and evaluation) on the machine used.
 folders are outputs of one machine and are lost with it, the page must not be. RESULTS_DIR's paper-setting runs
 not yet in the ledger are appended to it, and the page is written from the ledger. A ledger row is one cell
 (model, dataset, lookback, horizon, test) run with one or more seeds, the paper setting it was run as (a hash:
-a row whose setting the scripts no longer hold is left off the page and named), the commit and the machine.
+a row whose setting the scripts no longer hold is listed below the tables, not in them), the commit and the machine.
 """
 import argparse
 import csv
@@ -240,7 +240,7 @@ def record(path: str, rows: list) -> list:
 def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None) \
         -> tuple:
     """(the results page (docs/results.md) from ledger rows of paper-setting runs, with the paper's numbers;
-    the rows left off because the scripts no longer hold their setting)."""
+    the rows listed apart, their setting no longer the scripts')."""
     current = {key: setting_id(setting) for key, setting in settings.items()}
     by_cell, stale = defaultdict(list), []
     for r in rows:
@@ -309,6 +309,10 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
         lines += ["", "MSE range over seeds: " + "; ".join(spreads) + "."] if spreads else []
         lines.append("")
     lines.append("Machines: " + ", ".join(sorted(machines)) + "." if machines else "No paper-setting runs yet.")
+    if stale:  # recorded results stay in sight, apart from the table they no longer belong to
+        lines += ["", "Recorded under an earlier paper setting (its script has changed since; not in the tables): " +
+                  "; ".join(f"{r['model']} {r['dataset']} {r['test']}: {r['mse']:.3f} / {r['mae']:.3f} (seeds "
+                            f"{' '.join(map(str, r['seeds']))}, commit {r['commit']})" for r in stale) + "."]
     return "\n".join(lines) + "\n", stale
 
 
@@ -340,8 +344,8 @@ def main(argv=None) -> None:
         with open(args.page, "w") as f:
             f.write(page)
         if stale:
-            sys.stdout.write(f"left off {args.page}: {len(stale)} recorded cells whose paper setting the scripts no "
-                             "longer hold:" + "".join(f"\n- {r['model']} {r['dataset']} {r['test']} seeds "
+            sys.stdout.write(f"left out of {args.page}'s tables: {len(stale)} recorded cells whose paper setting the "
+                             "scripts no longer hold:" + "".join(f"\n- {r['model']} {r['dataset']} {r['test']} seeds "
                                                       f"{' '.join(map(str, r['seeds']))} ({r['commit']})"
                                                       for r in stale) + "\n")
     if not groups:
