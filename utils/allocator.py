@@ -5,7 +5,8 @@ gradients). glibc's defaults serve blocks from 128 KiB up (a threshold it raises
 32 MiB) with mmap, and give a freed heap top larger than twice that back to the OS, so every step
 page-faults its fresh memory in again: ~8,500 minor faults per DLinear epoch on ETTh1 (several per cent
 of its step time on a 2-core CPU) and ~8,000 per PatchTST step. Fixed thresholds keep those blocks in
-the heap.
+the heap, sized for the largest steps run here (TSMixer's ETTh1 setting: 32 MiB activations, over 1 GB freed
+and taken again each step; docs/performance.md).
 """
 import ctypes
 import os
@@ -21,7 +22,7 @@ def user_chose_malloc(environ=os.environ) -> bool:
                 or "glibc.malloc." in environ.get("GLIBC_TUNABLES", "") or "malloc" in environ.get("LD_PRELOAD", ""))
 
 
-def keep_freed_memory(trim_bytes: int = 128 << 20, mmap_bytes: int = 32 << 20) -> bool:
+def keep_freed_memory(trim_bytes: int = 1 << 30, mmap_bytes: int = 256 << 20) -> bool:
     """Serve blocks below `mmap_bytes` from the heap and keep up to `trim_bytes` of freed heap top.
 
     Process-wide; returns whether glibc took both. A no-op off glibc, or where the environment already
