@@ -91,12 +91,15 @@ def test_two_processes_of_batch_b_reproduce_one_process_of_batch_2b(tiny_args, t
     # cancels in training but that shift the running mean used in evaluation: looser there.
     # The percentage errors divide by targets near zero, which magnifies that shift: looser still.
     # Time-MoE: the expert load is averaged in float64 across ranks, in float32 by one process; the weights
-    # then differ by rounding that evaluation shows at ~3e-6.
-    eval_rel = {"patchtst": 1e-3, "tsmixer": 1e-3, "informer": 3e-3, "time_moe": 1e-5}.get(model, 1e-6)
+    # then differ by rounding (the second epoch's training loss by 3.2e-6 on an Intel Xeon, under 1e-6 on an AMD
+    # EPYC), and its top-k routing is discontinuous: a window whose experts' gate scores are that close to a tie
+    # can go to another expert. The validation loss moved by 1.5e-4 on the Xeon (3e-6 on the EPYC).
+    eval_rel = {"patchtst": 1e-3, "tsmixer": 1e-3, "informer": 3e-3, "time_moe": 1e-3}.get(model, 1e-6)
+    train_rel = 1e-5 if model == "time_moe" else 1e-6
     for a, b in zip(ddp["history"], single["history"], strict=True):
         assert a.keys() == b.keys()
         for k in (k for k in a if k == "train_loss" or k.startswith("aux_")):  # a model's own terms alike
-            assert a[k] == pytest.approx(b[k], rel=1e-6), (k, a["epoch"])
+            assert a[k] == pytest.approx(b[k], rel=train_rel), (k, a["epoch"])
         for k in ("vali_loss", "test_loss"):
             assert a[k] == pytest.approx(b[k], rel=eval_rel), (k, a["epoch"])
     for k in METRICS:
