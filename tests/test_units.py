@@ -470,14 +470,15 @@ def test_the_moving_average_is_avg_pool_over_the_replicated_ends_rounded_once(ke
 @pytest.mark.parametrize("num_kernels", [1, 2, 6])
 def test_the_inception_block_is_the_mean_of_its_convolutions_in_values_and_gradients(num_kernels):
     """One convolution with the mean of the zero-padded kernels equals the paper's mean of 'same' convolutions
-    (computed in float64 to compare the mathematics, not the rounding), on folds with fewer rows than a kernel."""
+    (computed in float64 to compare the mathematics, not the rounding), on folds narrower or shorter than the
+    largest kernel (which it crops) and on one larger in both directions."""
     from models.timesnet import InceptionBlock
 
     torch.manual_seed(0)
     block = InceptionBlock(3, 5, num_kernels).double()
     for conv in block.convs:
         torch.nn.init.normal_(conv.bias)  # zero at initialisation: the bias' mean must be tested too
-    for shape in ((2, 3, 1, 24), (2, 3, 4, 6), (1, 3, 13, 2)):
+    for shape in ((2, 3, 1, 24), (2, 3, 4, 6), (1, 3, 13, 2), (1, 3, 12, 14)):
         x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
         ours = block(x)
         theirs = torch.stack([conv(x) for conv in block.convs], dim=-1).mean(-1)
