@@ -23,9 +23,9 @@ from exp.exp_forecast import ExpForecast, check_output_shape
 from exp.flags import model_hparams, parse_args, validate
 from exp.identity import RunPlan, adopt_checkpoint, check_pretrained, model_section, plan_runs
 from utils import checkpoint, dist, interrupt
-from utils.allocator import keep_freed_memory
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
+from utils.process import prepare_training_process
 from utils.seeding import rank_seed, seed_everything
 
 log = logging.getLogger("run")
@@ -95,6 +95,7 @@ def main(argv=None, callbacks=()) -> list:
     """Returns {"history", "metrics", "epoch_seconds"} of every repetition, on every rank: epoch_seconds is the
     training and evaluation time of the epochs this call ran (not those a resumed or tested run inherited).
     callbacks: see ExpForecast."""
+    prepare_training_process()  # for every caller: the command line, a sweep's workers, the tests
     args = parse_args(argv)
     env = dist.detect(args.ddp, args.device)
     setup_logging(env.rank, env.is_main)
@@ -138,7 +139,6 @@ def cli(argv=None, callbacks=(), passthrough=()) -> list:
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
     (Run as a script, a successful run leaves through it too, see the end of this file.)
     """
-    keep_freed_memory()  # this process is a training loop: stop glibc refaulting each step's memory
     rank = os.environ.get("RANK", "0")
     prefix = "" if rank == "0" else f"[rank {rank}] "
     interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix)))

@@ -95,3 +95,21 @@ def test_a_users_malloc_variable_wins():
     untouched = steady_state_faults({"MALLOC_TRIM_THRESHOLD_": "0"})
     assert untouched["applied"] is False
     assert min(untouched["faults"]) > 2000, untouched
+
+
+# The same process setup flushes denormal floats to zero: probed before and after, in a fresh process.
+DENORMALS = """
+import json
+from utils.process import denormals_flushed, prepare_training_process
+
+before = denormals_flushed()
+applied = prepare_training_process()["flush_denormals"]
+print(json.dumps({"before": before, "applied": applied, "after": denormals_flushed()}))
+"""
+
+
+def test_training_processes_flush_denormal_floats_to_zero():
+    state = steady_state_faults({}, DENORMALS)
+    assert state["before"] is False and state["after"] is state["applied"]
+    if platform.machine() in ("x86_64", "AMD64"):  # SSE's flush-to-zero and denormals-are-zero modes
+        assert state["applied"]

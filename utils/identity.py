@@ -10,6 +10,8 @@ import time
 
 import torch
 
+from utils.process import denormals_flushed
+
 FINGERPRINT_BLOCK = 1 << 16  # bytes read from each end of a file
 
 
@@ -82,5 +84,5 @@ def provenance() -> dict:
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status),
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "device": _device_name(),
+            "device": _device_name(), "denormals_flushed": denormals_flushed(),
             "command": " ".join(sys.argv), "time": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -16,7 +16,7 @@ import torch
 
 from scripts.benchmark.throughput import exp_of, limited, ours, timed
 from scripts.sweep import paper_cells
-from utils.allocator import keep_freed_memory
+from utils.process import prepare_training_process
 
 
 def seconds_per_batch(exp, loader, batches: int, is_test: bool) -> float:
@@ -52,7 +52,7 @@ def main() -> None:
     p.add_argument("--use_amp", action="store_true", help="time the runs with --use_amp added")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = p.parse_args()
-    keep_freed_memory()  # as run.py does: its runs are what is being costed
+    prepare_training_process()  # as run.py does: its runs are what is being costed
     if a.threads:
         torch.set_num_threads(a.threads)
     horizons = [int(h) for h in a.horizons.split(",")] if a.horizons else None

@@ -38,7 +38,7 @@ from exp.exp_forecast import Course, ExpForecast, model_inputs  # noqa: E402
 from exp.flags import parse_args, validate  # noqa: E402
 from exp.identity import plan_runs  # noqa: E402
 from run import build_model  # noqa: E402
-from utils.allocator import keep_freed_memory  # noqa: E402
+from utils.process import prepare_training_process  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
 from utils.early_stopping import EarlyStopping  # noqa: E402
 from utils.schedules import Horizon, build_scheduler  # noqa: E402
@@ -320,12 +320,14 @@ def main() -> None:
                    help="skip the DDP-path and --use_amp/--compile measurements (hundreds of steps each)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
     a = p.parse_args()
-    malloc = "fixed thresholds" if keep_freed_memory() else "left as the environment sets it"  # as run.py does
+    applied = prepare_training_process()  # as run.py does
+    malloc = "fixed thresholds" if applied["malloc"] else "left as the environment sets it"
+    denormals = "flushed to zero" if applied["flush_denormals"] else "kept (not supported here)"
     device = torch.device(a.device)
     steps = a.steps or (60 if a.quick else None)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "") + f", malloc {malloc}")
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "") + f", malloc {malloc}, denormals {denormals}")
     peak = matmul_peak(device)
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
 
