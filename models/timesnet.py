@@ -30,7 +30,7 @@ class InceptionBlock(nn.Module):
     with the mean of their kernels, each zero-padded to the largest: (2n-1)^2 taps per output instead of the
     sum of (2i+1)^2 (121 against 286 for six kernels). The parameters stay one Conv2d per kernel, as the paper's.
     Taps farther from the centre than the grid is long only ever meet the zero padding, so the kernel is cropped
-    to them: a short period's grid (2 or 3 wide) then costs a fifth of the full kernel, with the same result.
+    to the taps that reach it (same result): a fold at period 2 is 2 wide and needs 3 of the 11 columns.
     """
 
     def __init__(self, c_in: int, c_out: int, num_kernels: int):

@@ -38,9 +38,9 @@ from exp.exp_forecast import Course, ExpForecast, model_inputs  # noqa: E402
 from exp.flags import parse_args, validate  # noqa: E402
 from exp.identity import plan_runs  # noqa: E402
 from run import build_model  # noqa: E402
-from utils.process import prepare_training_process  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
 from utils.early_stopping import EarlyStopping  # noqa: E402
+from utils.process import prepare_training_process  # noqa: E402
 from utils.schedules import Horizon, build_scheduler  # noqa: E402
 
 COMMON = ["--data", "ETTh1", "--seq_len", "96", "--output_token_len", "96", "--batch_size", "32",
@@ -327,7 +327,8 @@ def main() -> None:
     steps = a.steps or (60 if a.quick else None)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "") + f", malloc {malloc}, denormals {denormals}")
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+          + f", malloc {malloc}, denormals {denormals}")
     peak = matmul_peak(device)
     print(f"measured fp32 matmul peak: {peak / 1e9:.1f} GFLOP/s")
 
