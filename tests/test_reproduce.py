@@ -81,7 +81,7 @@ def test_report_averages_only_the_seeds_of_one_configuration_and_compares_only_t
     text = (tmp_path / "report.md").read_text()
     rows = _rows(text)
     paper_row = next(r for r in rows if "| 2: 0.370–0.380 |" in r)
-    assert "| 0.375 | 0.375 | +0.0% |" in paper_row                   # the mean of the two paper-setting seeds
+    assert "| 0.375 | 0.375 | 0.0% |" in paper_row                   # the mean of the two paper-setting seeds
     smoke_row = next(r for r in rows if "| 0.500 |" in r)
     assert "| 1 | 0.500 | — | — |" in smoke_row                         # shown, but not compared
     assert "| 1 | 0.450 | — | — |" in next(r for r in rows if "| 192 |" in r)
@@ -120,6 +120,9 @@ def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_b
     assert cells[13] == "8 s"  # (4 runs x 3 epochs x 3 s + 1 run x 3 s) / 5 runs
     paper_row = page.splitlines()[page.splitlines().index(dlinear.rstrip()) + 1]
     assert paper_row.startswith("| | | paper | 0.375 | 0.399 | 0.405 |")
+    gap_row = page.splitlines()[page.splitlines().index(dlinear.rstrip()) + 2]
+    assert gap_row.startswith("| | | gap | +0.5% | +0.3% | +0.2% |")  # (ours - paper) / paper, MSE and MAE
+    assert [report._percent(g) for g in (-0.0004, 0.0004, -0.0123, None)] == ["0.0%", "0.0%", "−1.2%", "—"]
     nlinear = next(line for line in page.splitlines() if line.startswith("| nlinear |"))
     assert "| **0.360** | 0.500 ✗ | — | — |" in nlinear and nlinear.endswith("| — |")
     assert "0.100" not in page and "Machines:" in page
