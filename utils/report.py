@@ -272,8 +272,9 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
              "[reproducing.md](reproducing.md). Each model has a row of ours (the mean over its seeds; the seed "
              "count is given where more than one), a row of the paper's numbers and one of the gap, (ours − paper) "
              "/ paper. `avg`: the mean over the horizons, as papers print it, where all were run. Bold: the lowest "
-             f"of ours in the column; ✗: worse than the paper's by more than {tolerance:.0%}, each investigated in reproducing.md. Time: one run's "
-             "training and evaluation (all its epochs), averaged over the model's runs.", ""]
+             f"of ours in the column; ✗: worse than the paper's by more than {tolerance:.0%}, each investigated in "
+             "reproducing.md. Time: one run's training and evaluation (all its epochs), averaged over the model's "
+             "runs.", ""]
     for dataset in sorted({d for d, _, _ in found}, key=lambda d: (ORDER.get(d, 99), d)):
         rows = sorted((model, lookback) for d, model, lookback in found if d == dataset)
         horizons = PAGE_HORIZONS.get(dataset, STANDARD_HORIZONS)
