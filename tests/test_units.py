@@ -185,6 +185,26 @@ def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
     assert _per_epoch("constant", 10) == [1] * 10
 
 
+def test_type3_08_official_is_the_official_loop_with_its_unstepped_one_cycle():
+    """SegRNN's official loop: Adam, a OneCycleLR built and never stepped, adjust_learning_rate(epoch + 1) after
+    each epoch (type3: x0.8 from its epoch 4); per step, the same lr and the same Adam betas."""
+    lr, steps = 3e-4, 3
+    reference = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
+    torch.optim.lr_scheduler.OneCycleLR(reference, max_lr=lr, steps_per_epoch=steps, epochs=30, pct_start=0.3)
+    ours = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
+    scheduler = build_scheduler(ours, "type3_08_official", Horizon(steps, 30, lr, 0.3), 1.0, 0.0)
+    for epoch in range(8):
+        for _ in range(steps):
+            assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"], rel=1e-12)
+            assert ours.param_groups[0]["betas"] == reference.param_groups[0]["betas"] == (0.95, 0.999)
+            scheduler.step()
+        reference.param_groups[0]["lr"] = lr if epoch + 1 < 3 else lr * 0.8 ** (epoch + 1 - 3)
+    assert torch.optim.Adam([nn.Parameter(torch.zeros(1))]).param_groups[0]["betas"] == (0.9, 0.999)
+    plain = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
+    build_scheduler(plain, "type3_08", Horizon(steps, 30, lr, 0.3), 1.0, 0.0)
+    assert plain.param_groups[0]["betas"] == (0.9, 0.999)  # the other schedules leave Adam's defaults
+
+
 def test_tst_is_torchs_one_cycle_stepped_every_batch():
     """TSLib builds OneCycleLR(steps_per_epoch, pct_start, epochs, max_lr=learning_rate) and steps it per batch."""
     p = nn.Parameter(torch.zeros(1))

@@ -38,11 +38,12 @@ class Schedule:
     factor: Callable[[int, Horizon], float]  # 0-based optimizer step -> multiplier of the scaled lr
     help: str = ""
     flags: tuple = ()  # flags it reads beyond the step (e.g. pct_start): part of a run's identity only then
+    adam_beta1: float | None = None  # Adam's beta1 for the whole run, where the schedule's code sets it (None: 0.9)
 
 
-def per_epoch(name: str, epoch_factor: Callable[[int, Horizon], float], help: str = "") -> Schedule:
+def per_epoch(name: str, epoch_factor: Callable[[int, Horizon], float], help: str = "", **kw) -> Schedule:
     """A schedule that holds epoch_factor(0-based epoch) for every step of that epoch."""
-    return Schedule(name, lambda step, h: epoch_factor(step // h.steps_per_epoch, h), help)
+    return Schedule(name, lambda step, h: epoch_factor(step // h.steps_per_epoch, h), help, **kw)
 
 
 class ScheduleFileError(ValueError):
@@ -107,6 +108,9 @@ class StepSchedule:
 def build_scheduler(optimizer, lradj: str, horizon: Horizon, world: float, warmup_epochs: float) -> StepSchedule:
     """Stepped once per optimizer step; the optimizer's base lr must already be the scaled lr."""
     schedule = registry()[lradj]
+    if schedule.adam_beta1 is not None:
+        for group in optimizer.param_groups:
+            group["betas"] = (schedule.adam_beta1, group["betas"][1])
     warmup_steps = round(warmup_epochs * horizon.steps_per_epoch)
     return StepSchedule(optimizer, lambda step: schedule.factor(step, horizon) * warmup_factor(step, warmup_steps,
                                                                                                 world))

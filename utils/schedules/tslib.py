@@ -11,6 +11,7 @@ from utils.schedules import Horizon, Schedule, per_epoch
 # type2's absolute learning rates (TSLib), keyed by the 0-based epoch from which they apply
 _TYPE2 = {2: 5e-5, 4: 1e-5, 6: 5e-6, 8: 1e-6, 10: 5e-7, 15: 1e-7, 20: 5e-8}
 ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV = 25.0, 1e4  # OneCycleLR's div_factor and final_div_factor
+ONE_CYCLE_MAX_MOMENTUM = 0.95  # OneCycleLR's max_momentum: Adam's beta1 from the moment it is built
 
 
 def _type2(epoch: int, h: Horizon) -> float:
@@ -37,6 +38,11 @@ SCHEDULES = [
     per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
     per_epoch("type3_08", lambda e, h: 0.8 ** max(e - 3, 0),
               "1, 1, 1, 1, 0.8, 0.64, ... per epoch (type3 of SparseTSF's and SegRNN's official code)"),
+    # The official SegRNN, SparseTSF and CycleNet code (PatchTST's loop) builds a OneCycleLR before training and
+    # steps it only under TST: building it leaves the first epoch at lr / 25 and Adam's beta1 at 0.95 for good.
+    per_epoch("type3_08_official", lambda e, h: 1 / ONE_CYCLE_DIV if e == 0 else 0.8 ** max(e - 3, 0),
+              "type3_08 as the official SegRNN/SparseTSF/CycleNet code trains: the first epoch at lr/25 and "
+              "Adam's beta1 0.95 (its OneCycleLR, built and never stepped)", adam_beta1=ONE_CYCLE_MAX_MOMENTUM),
     per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
     per_epoch("constant", lambda e, h: 1.0, "the scaled lr throughout"),
     Schedule("TST", one_cycle, "OneCycle per step (TSLib PatchTST/TimeMixer), peak after --pct_start of the steps",
