@@ -79,6 +79,12 @@ def _by_horizon(values, horizons=LONG):
     return values[0] if len(set(values)) == 1 else dict(zip(horizons, values))
 
 
+# PatchTST's training loop, which SegRNN, SparseTSF and CycleNet reuse, builds a OneCycleLR and steps it only under TST
+UNSTEPPED_ONE_CYCLE = ("the official loop builds a OneCycleLR it never steps under this schedule, so its first epoch "
+                       "trains at lr/25 and Adam's beta1 is 0.95 throughout; not so here")
+UNSTEPPED_ONE_CYCLE_08 = UNSTEPPED_ONE_CYCLE + " (--lradj type3_08_official trains as it does)"
+
+
 def _hourly_calendar(ds, flags, notes):
     """The official run.py's default --freq h (TSLib's, TimeXer's): hourly calendar features of sub-hourly data too,
     where ours would add the minute; for the models that read calendar features."""
@@ -106,9 +112,11 @@ def patchtst(ds):
         f = _flags(e_layers=3, n_heads=4, d_model=16, d_ff=128, dropout=0.3, batch_size=128, patience=100)
         if ds == "Exchange":
             notes.append("not in the paper: the ETTh settings")
+        notes.append(UNSTEPPED_ONE_CYCLE)
     elif ds == "ILI":
         f = _flags(e_layers=3, n_heads=4, d_model=16, d_ff=128, dropout=0.3, patch_len=24, stride=2, batch_size=16,
                    learning_rate=0.0025, lradj="constant", patience=100)
+        notes.append(UNSTEPPED_ONE_CYCLE)
     else:
         batch = {"ECL": 32, "Traffic": 24}.get(ds, 128)
         f = _flags(e_layers=3, n_heads=16, d_model=128, d_ff=256, dropout=0.2, batch_size=batch,
@@ -200,7 +208,7 @@ def sparsetsf(ds):
         return None  # no official script (Solar, not run here, has one)
     period_len, batch_size, learning_rate = official
     return _flags(seq_len=720, period_len=period_len, model_type="linear", batch_size=batch_size,
-                  learning_rate=learning_rate, train_epochs=30, patience=5, lradj="type3_08"), []
+                  learning_rate=learning_rate, train_epochs=30, patience=5, lradj="type3_08"), [UNSTEPPED_ONE_CYCLE_08]
 
 
 def segrnn(ds):
@@ -212,8 +220,8 @@ def segrnn(ds):
     if official is None:
         return None  # no script of the IoT-J version (ill.sh predates it, from the MAE-loss version)
     seg_len, dropout, revin, channel_id, batch_size, learning_rate = official
-    notes = [] if channel_id else ["the official script turns the channel embedding off (--channel_id 0); "
-                                   "our segrnn always has it"]
+    notes = [UNSTEPPED_ONE_CYCLE_08] + ([] if channel_id else ["the official script turns the channel embedding off "
+                                                                "(--channel_id 0); our segrnn always has it"])
     return _flags(seq_len=720, seg_len=seg_len, d_model=512, dropout=dropout, dec_way="pmf", use_norm=revin,
                   batch_size=batch_size, learning_rate=learning_rate, train_epochs=30, patience=5,
                   lradj="type3_08"), notes
@@ -224,7 +232,7 @@ def cyclenet(ds):
     if cycle is None:
         return None  # no official script (Solar, not run here, has one)
     return _flags(seq_len=96, cycle=cycle, model_type="linear", batch_size=64 if ds in ("ECL", "Traffic") else 256,
-                  learning_rate=0.01, train_epochs=30, patience=5, lradj="type3_08"), []
+                  learning_rate=0.01, train_epochs=30, patience=5, lradj="type3_08"), [UNSTEPPED_ONE_CYCLE_08]
 
 
 def timexer(ds):
