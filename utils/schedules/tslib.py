@@ -19,6 +19,15 @@ def _type2(epoch: int, h: Horizon) -> float:
     return _TYPE2[max(reached)] / h.learning_rate if reached else 1.0
 
 
+def _type3_08(epoch: int, h: Horizon) -> float:
+    return 0.8 ** max(epoch - 3, 0)
+
+
+def _type3_08_official(epoch: int, h: Horizon) -> float:
+    """The official loop builds a OneCycleLR it steps only under TST: building it leaves the first epoch at lr/25."""
+    return 1 / ONE_CYCLE_DIV if epoch == 0 else _type3_08(epoch, h)
+
+
 def _cosine_between(start: float, end: float, pct: float) -> float:
     return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
 
@@ -36,11 +45,9 @@ SCHEDULES = [
     per_epoch("type1", lambda e, h: 0.5 ** max(e - 1, 0), "1, 1, 1/2, 1/4, ... per epoch (TSLib, DLinear)"),
     per_epoch("type2", _type2, "TSLib's table: 5e-5 from epoch 3, 1e-5 from epoch 5, ... (x world factor)"),
     per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
-    per_epoch("type3_08", lambda e, h: 0.8 ** max(e - 3, 0),
+    per_epoch("type3_08", _type3_08,
               "1, 1, 1, 1, 0.8, 0.64, ... per epoch (type3 of SparseTSF's and SegRNN's official code)"),
-    # The official SegRNN, SparseTSF and CycleNet code (PatchTST's loop) builds a OneCycleLR before training and
-    # steps it only under TST: building it leaves the first epoch at lr / 25 and Adam's beta1 at 0.95 for good.
-    per_epoch("type3_08_official", lambda e, h: 1 / ONE_CYCLE_DIV if e == 0 else 0.8 ** max(e - 3, 0),
+    per_epoch("type3_08_official", _type3_08_official,
               "type3_08 as the official SegRNN/SparseTSF/CycleNet code trains: the first epoch at lr/25 and "
               "Adam's beta1 0.95 (its OneCycleLR, built and never stepped)", adam_beta1=ONE_CYCLE_MAX_MOMENTUM),
     per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
