@@ -80,9 +80,10 @@ def _by_horizon(values, horizons=LONG):
 
 
 # PatchTST's training loop, which SegRNN, SparseTSF and CycleNet reuse, builds a OneCycleLR and steps it only under TST
-UNSTEPPED_ONE_CYCLE = ("the official loop builds a OneCycleLR it never steps under this schedule, so its first epoch "
-                       "trains at lr/25 and Adam's beta1 is 0.95 throughout; not so here")
-UNSTEPPED_ONE_CYCLE_08 = UNSTEPPED_ONE_CYCLE + " (--lradj type3_08_official trains as it does)"
+_UNSTEPPED = ("the official loop builds a OneCycleLR it never steps under this schedule, so its first epoch trains at "
+              "lr/25 and Adam's beta1 is 0.95 throughout")
+UNSTEPPED_ONE_CYCLE = _UNSTEPPED + "; not so here"
+OFFICIAL_ONE_CYCLE_08 = "--lradj type3_08_official trains as the official code: " + _UNSTEPPED
 
 
 def _hourly_calendar(ds, flags, notes):
@@ -208,7 +209,8 @@ def sparsetsf(ds):
         return None  # no official script (Solar, not run here, has one)
     period_len, batch_size, learning_rate = official
     return _flags(seq_len=720, period_len=period_len, model_type="linear", batch_size=batch_size,
-                  learning_rate=learning_rate, train_epochs=30, patience=5, lradj="type3_08"), [UNSTEPPED_ONE_CYCLE_08]
+                  learning_rate=learning_rate, train_epochs=30, patience=5, lradj="type3_08_official"), \
+        [OFFICIAL_ONE_CYCLE_08]
 
 
 def segrnn(ds):
@@ -220,11 +222,11 @@ def segrnn(ds):
     if official is None:
         return None  # no script of the IoT-J version (ill.sh predates it, from the MAE-loss version)
     seg_len, dropout, revin, channel_id, batch_size, learning_rate = official
-    notes = [UNSTEPPED_ONE_CYCLE_08] + ([] if channel_id else ["the official script turns the channel embedding off "
+    notes = [OFFICIAL_ONE_CYCLE_08] + ([] if channel_id else ["the official script turns the channel embedding off "
                                                                 "(--channel_id 0); our segrnn always has it"])
     return _flags(seq_len=720, seg_len=seg_len, d_model=512, dropout=dropout, dec_way="pmf", use_norm=revin,
                   batch_size=batch_size, learning_rate=learning_rate, train_epochs=30, patience=5,
-                  lradj="type3_08"), notes
+                  lradj="type3_08_official"), notes
 
 
 def cyclenet(ds):
@@ -232,7 +234,8 @@ def cyclenet(ds):
     if cycle is None:
         return None  # no official script (Solar, not run here, has one)
     return _flags(seq_len=96, cycle=cycle, model_type="linear", batch_size=64 if ds in ("ECL", "Traffic") else 256,
-                  learning_rate=0.01, train_epochs=30, patience=5, lradj="type3_08"), [UNSTEPPED_ONE_CYCLE_08]
+                  learning_rate=0.01, train_epochs=30, patience=5, lradj="type3_08_official"), \
+        [OFFICIAL_ONE_CYCLE_08]
 
 
 def timexer(ds):
