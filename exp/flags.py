@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
           help="ramp linearly from learning_rate to the scaled lr over this many epochs (Goyal et al.)")
     f.add("training", "--lradj", default="type1",
           help="schedule of the scaled lr, a name in utils/schedules/: per epoch type1 (halves: TSLib, DLinear), "
-               "type2 (TSLib's table), type3 (x0.9: PatchTST), cosine, constant; per step TST (OneCycle: TSLib's "
-               "PatchTST/TimeMixer), warmup_cosine")
+               "type2 (TSLib's table), type3 (x0.9: PatchTST), cosine, constant; per step TST (OneCycle, Adam's "
+               "beta1 cycled with it: TSLib's PatchTST/TimeMixer), warmup_cosine")
     f.add("schedule", "--pct_start", type=float, default=0.2,
           help="TST, warmup_cosine: share of the steps before the peak lr (TSLib's flag and default)")
     f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")

@@ -79,13 +79,15 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
     content fingerprint. The world size is part of training: with the same per-rank flags it sets the global batch,
     the scaled learning rate and the ranks' random streams."""
     config = {section: {} for section in ("tag", "model", "task", "data", "training")}
-    schedule_reads = schedules.registry()[args.lradj].flags
+    schedule = schedules.registry()[args.lradj]
     for name, role in roles().items():
         if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)) \
                 and _ONLY_WHEN_SET.get(name, object()) != getattr(args, name):
             config[role][name] = getattr(args, name)
-        elif role == "schedule" and name in schedule_reads:
+        elif role == "schedule" and name in schedule.flags:
             config["training"][name] = getattr(args, name)
+    if schedule.revision > 1:  # the first adds nothing, so identities from before revisions existed stand
+        config["training"]["lradj_revision"] = schedule.revision
     config["model"] = model_section(args)
     config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
     if args.data == corpus.NAME:

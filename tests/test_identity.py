@@ -57,6 +57,8 @@ def test_every_flag_has_a_role_and_only_result_changing_flags_change_the_identit
     assert _identity(tiny_args + DLINEAR + ["--pct_start", "0.3"]) == base, "type1 does not read pct_start"
     one_cycle = _identity(tiny_args + DLINEAR + ["--lradj", "TST"])
     assert one_cycle.config["training"]["pct_start"] == 0.2
+    assert one_cycle.config["training"]["lradj_revision"] == 2, "TST's beta1 cycling changed its results"
+    assert "lradj_revision" not in base.config["training"], "a first revision adds nothing"
     assert _identity(tiny_args + DLINEAR + ["--lradj", "TST", "--pct_start", "0.3"]).config_id != one_cycle.config_id
     timer_xl = _identity(tiny_args)
     assert timer_xl.config["model"]["d_model"] == 16 and "dropout" in timer_xl.config["model"]

@@ -206,15 +206,26 @@ def test_type3_08_official_is_the_official_loop_with_its_unstepped_one_cycle():
 
 
 def test_tst_is_torchs_one_cycle_stepped_every_batch():
-    """TSLib builds OneCycleLR(steps_per_epoch, pct_start, epochs, max_lr=learning_rate) and steps it per batch."""
-    p = nn.Parameter(torch.zeros(1))
-    opt = torch.optim.Adam([p], lr=1e-3)
-    reference = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-3, steps_per_epoch=7, epochs=5, pct_start=0.3)
-    horizon = Horizon(steps_per_epoch=7, train_epochs=5, learning_rate=1e-3, pct_start=0.3)
-    for step in range(35):
-        assert 1e-3 * registry()["TST"].factor(step, horizon) == pytest.approx(reference.get_last_lr()[0], rel=1e-9)
-        opt.step()
+    """TSLib builds OneCycleLR(steps_per_epoch, pct_start, epochs, max_lr=learning_rate) on Adam and steps it per
+    batch: per step, the same lr and the same Adam betas (its cycle_momentum moves beta1 against the lr)."""
+    reference = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1e-3)
+    one_cycle = torch.optim.lr_scheduler.OneCycleLR(reference, max_lr=1e-3, steps_per_epoch=7, epochs=5,
+                                                    pct_start=0.3)
+    ours = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1e-3)
+    scheduler = build_scheduler(ours, "TST", Horizon(7, 5, 1e-3, 0.3), 1.0, 0.0)
+    beta1s = []
+    for _ in range(35):
+        assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"], rel=1e-9)
+        assert ours.param_groups[0]["betas"] == pytest.approx(reference.param_groups[0]["betas"], rel=1e-12)
+        beta1s.append(ours.param_groups[0]["betas"][0])
         reference.step()
+        one_cycle.step()
+        scheduler.step()
+    assert beta1s[0] == 0.95 and min(beta1s) == pytest.approx(0.85, abs=1e-3) and beta1s[-1] == pytest.approx(0.95)
+    resumed = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1e-3)
+    build_scheduler(resumed, "TST", Horizon(7, 5, 1e-3, 0.3), 1.0, 0.0).load_state_dict({"steps": 10,
+                                                                                          "base_lrs": [1e-3]})
+    assert resumed.param_groups[0]["betas"][0] == beta1s[10], "a resumed run continues the cycle where it stood"
 
 
 def test_warmup_cosine_rises_linearly_then_falls_to_zero():

@@ -38,7 +38,9 @@ class Schedule:
     factor: Callable[[int, Horizon], float]  # 0-based optimizer step -> multiplier of the scaled lr
     help: str = ""
     flags: tuple = ()  # flags it reads beyond the step (e.g. pct_start): part of a run's identity only then
-    adam_beta1: float | None = None  # Adam's beta1 for the whole run, where the schedule's code sets it (None: 0.9)
+    beta1: Callable[[int, Horizon], float] | None = None  # Adam's beta1 at each step where the reference code sets
+    # it (torch's OneCycleLR cycles it); None: Adam's own 0.9 throughout
+    revision: int = 1  # raised when a change to the schedule changes results: part of a run's identity past the first
 
 
 def per_epoch(name: str, epoch_factor: Callable[[int, Horizon], float], help: str = "", **kw) -> Schedule:
@@ -75,8 +77,9 @@ class StepSchedule:
     setting the lr (docs/performance.md).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, factor: Callable[[int], float]):
-        self.optimizer, self.factor = optimizer, factor
+    def __init__(self, optimizer: torch.optim.Optimizer, factor: Callable[[int], float],
+                 beta1: Callable[[int], float] | None = None):
+        self.optimizer, self.factor, self.beta1 = optimizer, factor, beta1
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.steps = 0  # optimizer steps taken
         self._apply()
@@ -87,8 +90,11 @@ class StepSchedule:
 
     def _apply(self) -> None:
         factor = self.factor(self.steps)
+        beta1 = self.beta1(self.steps) if self.beta1 else None
         for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
             group["lr"] = base_lr * factor
+            if beta1 is not None:
+                group["betas"] = (beta1, group["betas"][1])
 
     def lr_at(self, step: int) -> float:
         """The first param group's lr at optimizer step `step`, as _apply sets it."""
@@ -108,9 +114,7 @@ class StepSchedule:
 def build_scheduler(optimizer, lradj: str, horizon: Horizon, world: float, warmup_epochs: float) -> StepSchedule:
     """Stepped once per optimizer step; the optimizer's base lr must already be the scaled lr."""
     schedule = registry()[lradj]
-    if schedule.adam_beta1 is not None:
-        for group in optimizer.param_groups:
-            group["betas"] = (schedule.adam_beta1, group["betas"][1])
     warmup_steps = round(warmup_epochs * horizon.steps_per_epoch)
-    return StepSchedule(optimizer, lambda step: schedule.factor(step, horizon) * warmup_factor(step, warmup_steps,
-                                                                                                world))
+    return StepSchedule(optimizer,
+                        lambda step: schedule.factor(step, horizon) * warmup_factor(step, warmup_steps, world),
+                        schedule.beta1 and (lambda step: schedule.beta1(step, horizon)))

@@ -11,7 +11,8 @@ from utils.schedules import Horizon, Schedule, per_epoch
 # type2's absolute learning rates (TSLib), keyed by the 0-based epoch from which they apply
 _TYPE2 = {2: 5e-5, 4: 1e-5, 6: 5e-6, 8: 1e-6, 10: 5e-7, 15: 1e-7, 20: 5e-8}
 ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV = 25.0, 1e4  # OneCycleLR's div_factor and final_div_factor
-ONE_CYCLE_MAX_MOMENTUM = 0.95  # OneCycleLR's max_momentum: Adam's beta1 from the moment it is built
+# OneCycleLR's max_momentum and base_momentum: Adam's beta1 from the moment it is built, and at the lr's peak
+ONE_CYCLE_MAX_MOMENTUM, ONE_CYCLE_BASE_MOMENTUM = 0.95, 0.85
 
 
 def _type2(epoch: int, h: Horizon) -> float:
@@ -32,13 +33,22 @@ def _cosine_between(start: float, end: float, pct: float) -> float:
     return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
 
 
-def one_cycle(step: int, h: Horizon) -> float:
-    """OneCycleLR's lr / max_lr: a cosine rise from 1/25 over pct_start of the steps, then a cosine fall."""
-    start, low = 1 / ONE_CYCLE_DIV, 1 / (ONE_CYCLE_DIV * ONE_CYCLE_FINAL_DIV)
+def _one_cycle_phases(step: int, h: Horizon, start: float, peak: float, end: float) -> float:
+    """OneCycleLR's two cosine phases from start to peak over pct_start of the steps, then to end (held after)."""
     peak_step, last_step = h.pct_start * h.total_steps - 1, h.total_steps - 1
     if step <= peak_step:
-        return _cosine_between(start, 1.0, step / peak_step)
-    return _cosine_between(1.0, low, min((step - peak_step) / (last_step - peak_step), 1.0))  # held after the end
+        return _cosine_between(start, peak, step / peak_step)
+    return _cosine_between(peak, end, min((step - peak_step) / (last_step - peak_step), 1.0))
+
+
+def one_cycle(step: int, h: Horizon) -> float:
+    """OneCycleLR's lr / max_lr: a rise from 1/25 to 1, then a fall to 1/(25 x 1e4)."""
+    return _one_cycle_phases(step, h, 1 / ONE_CYCLE_DIV, 1.0, 1 / (ONE_CYCLE_DIV * ONE_CYCLE_FINAL_DIV))
+
+
+def one_cycle_beta1(step: int, h: Horizon) -> float:
+    """OneCycleLR's cycle_momentum on Adam: beta1 falls from 0.95 to 0.85 as the lr rises, and rises back."""
+    return _one_cycle_phases(step, h, ONE_CYCLE_MAX_MOMENTUM, ONE_CYCLE_BASE_MOMENTUM, ONE_CYCLE_MAX_MOMENTUM)
 
 
 SCHEDULES = [
@@ -49,9 +59,10 @@ SCHEDULES = [
               "1, 1, 1, 1, 0.8, 0.64, ... per epoch (type3 of SparseTSF's and SegRNN's official code)"),
     per_epoch("type3_08_official", _type3_08_official,
               "type3_08 as the official SegRNN/SparseTSF/CycleNet code trains: the first epoch at lr/25 and "
-              "Adam's beta1 0.95 (its OneCycleLR, built and never stepped)", adam_beta1=ONE_CYCLE_MAX_MOMENTUM),
+              "Adam's beta1 0.95 (its OneCycleLR, built and never stepped)", beta1=lambda s, h: ONE_CYCLE_MAX_MOMENTUM),
     per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
     per_epoch("constant", lambda e, h: 1.0, "the scaled lr throughout"),
-    Schedule("TST", one_cycle, "OneCycle per step (TSLib PatchTST/TimeMixer), peak after --pct_start of the steps",
-             flags=("pct_start",)),
+    Schedule("TST", one_cycle, "OneCycle per step (TSLib PatchTST/TimeMixer), peak after --pct_start of the steps; "
+             "Adam's beta1 cycles 0.95-0.85-0.95 with it", flags=("pct_start",), beta1=one_cycle_beta1,
+             revision=2),  # 2: with beta1 cycled (runs of revision 1 kept Adam's 0.9)
 ]
