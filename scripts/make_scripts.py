@@ -223,7 +223,7 @@ def segrnn(ds):
         return None  # no script of the IoT-J version (ill.sh predates it, from the MAE-loss version)
     seg_len, dropout, revin, channel_id, batch_size, learning_rate = official
     notes = [OFFICIAL_ONE_CYCLE_08] + ([] if channel_id else ["the official script turns the channel embedding off "
-                                                                "(--channel_id 0); our segrnn always has it"])
+                                                               "(--channel_id 0); our segrnn always has it"])
     return _flags(seq_len=720, seg_len=seg_len, d_model=512, dropout=dropout, dec_way="pmf", use_norm=revin,
                   batch_size=batch_size, learning_rate=learning_rate, train_epochs=30, patience=5,
                   lradj="type3_08_official"), notes
