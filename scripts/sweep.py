@@ -241,6 +241,12 @@ def plan_workers(nproc: int, devices: list | None) -> tuple:
     return workers, max(cores // (workers * nproc), 1), None
 
 
+def worker_gpus(gpus: list | None, worker: int) -> list | None:
+    """The GPU ids worker `worker` sees: with more workers than GPU groups (--workers, for models too small
+    to fill a GPU alone), the groups are shared out in turn."""
+    return gpus[worker % len(gpus)] if gpus else None
+
+
 @contextlib.contextmanager
 def spawn_environment(threads: int, devices: list | None):
     """While a worker is spawned (it starts with this process's environment): its CPU threads and, on a GPU
@@ -308,7 +314,7 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
     processes = []
     for w in range(workers):
         tasks.put(None)  # one stop sign per worker, after every cell
-        with spawn_environment(threads, gpus[w] if gpus else None):
+        with spawn_environment(threads, worker_gpus(gpus, w)):
             p = context.Process(target=_worker, args=(tasks, outcomes, threads, nproc, os.getpid()), daemon=True)
             p.start()
         processes.append(p)
@@ -363,7 +369,8 @@ def parse(argv: list) -> tuple:
     """(the sweep's own options, the run.py tokens of the grid)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                 allow_abbrev=False)
-    p.add_argument("--workers", type=int, help="processes running cells at once (default: see above)")
+    p.add_argument("--workers", type=int, help="processes running cells at once (default: see above); more "
+                   "workers than GPUs share them in turn")
     p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
     p.add_argument("--nproc", type=int, default=1, help="processes per cell: N > 1 runs each cell under DDP")
     p.add_argument("--devices", help="comma list of the GPU ids to use (default: every visible GPU)")

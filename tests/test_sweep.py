@@ -51,6 +51,12 @@ def test_workers_are_one_per_core_without_a_gpu_and_nproc_gpus_each_with_them():
         sweep.plan_workers(2, ["0"])
 
 
+def test_workers_beyond_the_gpus_share_them_in_turn():
+    gpus = [["0", "1"], ["2", "3"]]
+    assert [sweep.worker_gpus(gpus, w) for w in range(5)] == [gpus[0], gpus[1], gpus[0], gpus[1], gpus[0]]
+    assert sweep.worker_gpus(None, 3) is None
+
+
 def test_paper_cells_are_the_scripts_commands_with_the_data_root():
     from scripts import make_scripts
     cells, notes = sweep.paper_cells(["dlinear", "cyclenet"], ["ETTh1", "Exchange"], "/data")
