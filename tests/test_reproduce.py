@@ -41,7 +41,8 @@ def _run(root, config, seed, mse, mae, test=None, world_size=1, epoch_seconds=No
          "mae": mae, "model": config["model"]["model"], "dataset": config["tag"]["model_id"], "seq_len": task["seq_len"],
          "test_pred_len": horizon, "world_size": world_size,
          "global_batch_size": training["batch_size"] * training["accum_steps"] * world_size,
-         "effective_lr": training["learning_rate"] * world_size}
+         "effective_lr": training["learning_rate"] * world_size,
+         "provenance": {"device": "Some CPU, 1 threads"}}
     os.makedirs(root / setting / test)
     (root / setting / test / "metrics.json").write_text(json.dumps(m))
     if epoch_seconds:
@@ -127,6 +128,14 @@ def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_b
     assert "| **0.360** | 0.500 ✗ | — | — |" in nlinear and nlinear.endswith("| — |")
     assert "0.100" not in page and "Machines:" in page
     assert "MSE range over seeds: dlinear 96: 2 seeds, 0.376–0.378." in page  # nlinear's one seed: no range
+
+
+def test_time_per_run_keeps_each_gpus_runs_apart_from_the_cpus():
+    timed = [(100.0, 1, "CPU"), (300.0, 2, "CPU"), (20.0, 1, "NVIDIA H200 x1"), (50.0, 3, "NVIDIA H100 x1")]
+    assert report._time_per_run(timed) == "233 s; 20 s (NVIDIA H200 x1); 50 s (NVIDIA H100 x1)"
+    assert report._time_per_run([]) == "—"
+    assert [report._machine_kind(m) for m in ("AMD EPYC, 1 threads, vm", "Intel(R) Xeon(R) Processor, 2 threads",
+                                              "NVIDIA H200 x1")] == ["CPU", "CPU", "NVIDIA H200 x1"]
 
 
 def test_ledger_keeps_the_page_when_the_run_folders_are_gone(tmp_path, capsys):

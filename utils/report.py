@@ -243,6 +243,21 @@ def record(path: str, rows: list) -> list:
     return added
 
 
+def _machine_kind(machine: str) -> str:
+    """"CPU" for a run timed on processor threads (identity._device_name: "<model>, N threads"), else the GPU."""
+    return "CPU" if " threads" in machine else machine
+
+
+def _time_per_run(timed: list) -> str:
+    """The mean seconds of [(seconds, seeds, machine kind)], CPU runs first, each GPU's apart and named."""
+    by_kind = defaultdict(list)
+    for seconds, seeds, kind in timed:
+        by_kind[kind].append((seconds, seeds))
+    parts = [f"{sum(t * k for t, k in runs) / sum(k for _, k in runs):.0f} s" + ("" if kind == "CPU" else f" ({kind})")
+             for kind, runs in sorted(by_kind.items(), key=lambda item: item[0] != "CPU")]
+    return "; ".join(parts) or "—"
+
+
 def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None) \
         -> tuple:
     """(the results page (docs/results.md) from ledger rows of paper-setting runs, with the paper's numbers;
@@ -262,7 +277,8 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
             "mse": sum(r["mse"] * len(r["seeds"]) for r in cell_rows) / n,
             "mae": sum(r["mae"] * len(r["seeds"]) for r in cell_rows) / n, "runs": n,
             "paper_mse": float(paper["mse"]) if paper else None, "paper_mae": float(paper["mae"]) if paper else None,
-            "seconds": [(r["seconds"], len(r["seeds"])) for r in cell_rows if r["seconds"] is not None],
+            "seconds": [(r["seconds"], len(r["seeds"]), _machine_kind(r["machine"])) for r in cell_rows
+                        if r["seconds"] is not None],
             "mse_range": (min(r["mse_min"] for r in cell_rows), max(r["mse_max"] for r in cell_rows))}
     machines = {r["machine"] for cell_rows in by_cell.values() for r in cell_rows}
     origin = (f"the runs recorded in `{ledger}` (each with its commit and machine)" if ledger else
@@ -274,7 +290,7 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
              "/ paper. `avg`: the mean over the horizons, as papers print it, where all were run. Bold: the lowest "
              f"of ours in the column; ✗: worse than the paper's by more than {tolerance:.0%}, each investigated in "
              "reproducing.md. Time: one run's training and evaluation (all its epochs), averaged over the model's "
-             "runs.", ""]
+             "runs on CPUs and, apart, over those on each GPU named.", ""]
     for dataset in sorted({d for d, _, _ in found}, key=lambda d: (ORDER.get(d, 99), d)):
         rows = sorted((model, lookback) for d, model, lookback in found if d == dataset)
         horizons = PAGE_HORIZONS.get(dataset, STANDARD_HORIZONS)
@@ -305,10 +321,8 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
                     paper.append(_cell(cell.get(f"paper_{k}")))
                     gaps.append(_percent(gap))
             seeds = max(cell["runs"] for h, cell in row.items() if h != "avg")
-            timed = [t for h, cell in row.items() if h != "avg" for t in cell["seconds"]]
-            seconds = sum(t * k for t, k in timed) / sum(k for _, k in timed) if timed else None
             label = "ours" if seeds == 1 else f"ours ({seeds} seeds at most)"
-            time_cell = "—" if seconds is None else f"{seconds:.0f} s"
+            time_cell = _time_per_run([t for h, cell in row.items() if h != "avg" for t in cell["seconds"]])
             lines.append(f"| {model} | {lookback} | {label} | " + " | ".join(ours) + f" | {time_cell} |")
             if any(v != "—" for v in paper):
                 lines.append("| | | paper | " + " | ".join(paper) + " | |")
