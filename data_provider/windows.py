@@ -267,8 +267,8 @@ def train_loader(dataset, batch_size: int, rank: int, world_size: int, seed: int
                  accum_steps: int = 1) -> WindowLoader:
     """A ShuffledShard in every run (world 1 included), so single-process and DDP share one path.
 
-    An incomplete last global step is dropped, as the DLinear/PatchTST/TSLib code drops an incomplete
-    last batch: a step on a window or two at full learning rate is mostly noise, and the next epoch's
+    An incomplete last global step is dropped, as the DLinear/PatchTST code and TSLib before July 2024 (bdec492)
+    drop an incomplete last batch: a step on a window or two at full learning rate is mostly noise, and the next epoch's
     order differs.
     """
     return WindowLoader(dataset, batch_size,
