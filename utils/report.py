@@ -244,7 +244,8 @@ def record(path: str, rows: list) -> list:
 
 
 def _machine_kind(machine: str) -> str:
-    """"CPU" for a run timed on processor threads (identity._device_name: "<model>, N threads"), else the GPU."""
+    """The kind of machine a run was timed on: CPU for processor threads (identity._device_name writes
+    "<model>, N threads"), else the GPU's own name."""
     return "CPU" if " threads" in machine else machine
 
 
