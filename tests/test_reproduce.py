@@ -13,7 +13,7 @@ from exp.flags import parse_args, validate
 from exp.identity import run_config
 from tests.conftest import REPO
 from utils import report
-from utils.identity import config_hash
+from utils.identity import config_hash, machine_kind
 
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source"]
 
@@ -134,7 +134,7 @@ def test_time_per_run_keeps_each_gpus_runs_apart_from_the_cpus():
     timed = [(100.0, 1, "CPU"), (300.0, 2, "CPU"), (20.0, 1, "NVIDIA H200 x1"), (50.0, 3, "NVIDIA H100 x1")]
     assert report._time_per_run(timed) == "233 s; 20 s (NVIDIA H200 x1); 50 s (NVIDIA H100 x1)"
     assert report._time_per_run([]) == "—"
-    assert [report._machine_kind(m) for m in ("AMD EPYC, 1 threads, vm", "Intel(R) Xeon(R) Processor, 2 threads",
+    assert [machine_kind(m) for m in ("AMD EPYC, 1 threads, vm", "Intel(R) Xeon(R) Processor, 2 threads",
                                               "NVIDIA H200 x1")] == ["CPU", "CPU", "NVIDIA H200 x1"]
 
 

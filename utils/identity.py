@@ -68,7 +68,15 @@ def _device_name() -> str:
         return f"{torch.cuda.get_device_name()} x{torch.cuda.device_count()}"
     model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                   if line.startswith("model name")), platform.processor() or "CPU")
-    return f"{model}, {torch.get_num_threads()} threads"
+    return f"{model}, {torch.get_num_threads()}{_CPU_THREADS}"
+
+
+_CPU_THREADS = " threads"  # how a CPU's device name ends: what machine_kind reads back
+
+
+def machine_kind(device: str) -> str:
+    """The kind of machine a recorded device name (_device_name) is: "CPU" for processor threads, else the GPU."""
+    return "CPU" if _CPU_THREADS in device else device
 
 
 def _read_lines(path: str) -> list:

@@ -31,7 +31,7 @@ import sys
 from collections import defaultdict
 
 from utils.files import write_atomic
-from utils.identity import config_hash
+from utils.identity import config_hash, machine_kind
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.csv")
@@ -243,12 +243,6 @@ def record(path: str, rows: list) -> list:
     return added
 
 
-def _machine_kind(machine: str) -> str:
-    """The kind of machine a run was timed on: CPU for processor threads (identity._device_name writes
-    "<model>, N threads"), else the GPU's own name."""
-    return "CPU" if " threads" in machine else machine
-
-
 def _time_per_run(timed: list) -> str:
     """The mean seconds of [(seconds, seeds, machine kind)], CPU runs first, each GPU's apart and named."""
     by_kind = defaultdict(list)
@@ -278,7 +272,7 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
             "mse": sum(r["mse"] * len(r["seeds"]) for r in cell_rows) / n,
             "mae": sum(r["mae"] * len(r["seeds"]) for r in cell_rows) / n, "runs": n,
             "paper_mse": float(paper["mse"]) if paper else None, "paper_mae": float(paper["mae"]) if paper else None,
-            "seconds": [(r["seconds"], len(r["seeds"]), _machine_kind(r["machine"])) for r in cell_rows
+            "seconds": [(r["seconds"], len(r["seeds"]), machine_kind(r["machine"])) for r in cell_rows
                         if r["seconds"] is not None],
             "mse_range": (min(r["mse_min"] for r in cell_rows), max(r["mse_max"] for r in cell_rows))}
     machines = {r["machine"] for cell_rows in by_cell.values() for r in cell_rows}
