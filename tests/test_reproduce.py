@@ -135,7 +135,7 @@ def test_time_per_run_keeps_each_gpus_runs_apart_from_the_cpus():
     assert report._time_per_run(timed) == "233 s; 20 s (NVIDIA H200 x1); 50 s (NVIDIA H100 x1)"
     assert report._time_per_run([]) == "—"
     assert [machine_kind(m) for m in ("AMD EPYC, 1 threads, vm", "Intel(R) Xeon(R) Processor, 2 threads",
-                                              "NVIDIA H200 x1")] == ["CPU", "CPU", "NVIDIA H200 x1"]
+                                      "NVIDIA H200 x1")] == ["CPU", "CPU", "NVIDIA H200 x1"]
 
 
 def test_ledger_keeps_the_page_when_the_run_folders_are_gone(tmp_path, capsys):

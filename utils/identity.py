@@ -62,6 +62,9 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+_CPU_THREADS = " threads"  # how a CPU's device name ends: what machine_kind reads back
+
+
 def _device_name() -> str:
     """The accelerator, or the CPU model and the threads torch uses: what a run's wall time was measured on."""
     if torch.cuda.is_available():
@@ -69,9 +72,6 @@ def _device_name() -> str:
     model = next((line.split(":", 1)[1].strip() for line in _read_lines("/proc/cpuinfo")
                   if line.startswith("model name")), platform.processor() or "CPU")
     return f"{model}, {torch.get_num_threads()}{_CPU_THREADS}"
-
-
-_CPU_THREADS = " threads"  # how a CPU's device name ends: what machine_kind reads back
 
 
 def machine_kind(device: str) -> str:
