@@ -1,5 +1,6 @@
 """The docs' checkable claims: the flags reference is the parser's, the models table is the registry's
-capabilities, the data table is the dataset registry, and every test the docs cite as holding a claim exists."""
+capabilities, the data table is the dataset registry, the scripts sentence names each model's datasets, and every
+test the docs cite as holding a claim exists."""
 import ast
 import glob
 import os
@@ -76,3 +77,20 @@ def test_the_slurm_script_launches_flags_run_py_accepts():
     flags = [a.replace('"$CORPUS"', "x").replace("$CORPUS", "x") for a in command[command.index("run.py") + 1:]
              if a != "$@"]
     validate(parse_args(flags))
+
+
+def test_the_scripts_sentence_names_each_models_datasets():
+    readme = DOCS[os.path.join(REPO, "README.md")]
+    sentence = readme[readme.index("on the datasets that source\nsets:"):].split(" They are generated")[0]
+    clauses = sentence.split("sets:", 1)[1].split(";")
+    everything = set(re.findall(r"\w+", clauses[0])) - {"and"}
+    named = {}
+    for clause in clauses[1:]:
+        who, which = clause.split(":")
+        named.update({m: set(re.findall(r"\w+", which)) - {"and"} for m in re.findall(r"`(\w+)`", who)})
+    scripts = {}
+    for path in glob.glob(os.path.join(REPO, "scripts", "long_term_forecast", "*.sh")):
+        model, dataset = os.path.basename(path)[:-3].rsplit("_", 1)
+        scripts.setdefault(model, set()).add(dataset)
+    assert sorted(scripts) == sorted(models.NAMES)
+    assert {m: named.get(m, everything) for m in scripts} == scripts
