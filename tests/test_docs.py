@@ -80,8 +80,8 @@ def test_the_slurm_script_launches_flags_run_py_accepts():
 
 
 def test_the_scripts_sentence_names_each_models_datasets():
-    readme = DOCS[os.path.join(REPO, "README.md")]
-    sentence = readme[readme.index("on the datasets that source\nsets:"):].split(" They are generated")[0]
+    readme = " ".join(DOCS[os.path.join(REPO, "README.md")].split())
+    sentence = readme[readme.index("on the datasets that source sets:"):].split(" They are generated")[0]
     clauses = sentence.split("sets:", 1)[1].split(";")
     everything = set(re.findall(r"\w+", clauses[0])) - {"and"}
     named = {}
