@@ -230,8 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.section("distributed")
     f.add("none", "--ddp", action="store_true",
           help="DistributedDataParallel; launch with torchrun. N processes of batch B train like one of N x B up "
-               "to float rounding (PatchTST: about 1e-3) and score every window exactly like it; dropout draws "
-               "differ per rank, so runs with dropout are equal in distribution only (docs/distributed.md)")
+               "to float rounding (PatchTST's evaluation: about 1e-3) and score every window exactly like it; "
+               "dropout draws differ per rank, so runs with dropout are equal in distribution only "
+               "(docs/distributed.md)")
     f.add("none", "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when available")
     f.add("none", "--dist_timeout", type=float, default=30.0,
           help="minutes a collective may wait for a peer before the job fails")

@@ -94,7 +94,9 @@ def test_two_processes_of_batch_b_reproduce_one_process_of_batch_2b(tiny_args, t
     # then differ by rounding (the second epoch's training loss by 3.2e-6 on an Intel Xeon, under 1e-6 on an AMD
     # EPYC), and its top-k routing is discontinuous: a window whose experts' gate scores are that close to a tie
     # can go to another expert. The validation loss moved by 1.5e-4 on the Xeon (3e-6 on the EPYC).
-    eval_rel = {"patchtst": 1e-3, "tsmixer": 1e-3, "informer": 3e-3, "time_moe": 1e-3}.get(model, 1e-6)
+    # How far the BatchNorm running statistics drift depends on the processor's rounding: PatchTST's first-epoch
+    # test loss moved by 1.4e-3 on an AMD EPYC while its training losses agreed to 1e-6.
+    eval_rel = {"patchtst": 3e-3, "tsmixer": 1e-3, "informer": 3e-3, "time_moe": 1e-3}.get(model, 1e-6)
     train_rel = 1e-5 if model == "time_moe" else 1e-6
     for a, b in zip(ddp["history"], single["history"], strict=True):
         assert a.keys() == b.keys()
