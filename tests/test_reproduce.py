@@ -134,6 +134,7 @@ def test_time_per_run_keeps_each_gpus_runs_apart_from_the_cpus():
     timed = [(100.0, 1, "CPU"), (300.0, 2, "CPU"), (20.0, 1, "NVIDIA H200 x1"), (50.0, 3, "NVIDIA H100 x1")]
     assert report._time_per_run(timed) == "233 s; 20 s (NVIDIA H200 x1); 50 s (NVIDIA H100 x1)"
     assert report._time_per_run([]) == "—"
+    assert report._time_per_run([(0.32, 3, "CPU"), (0.04, 1, "NVIDIA H200 x1")]) == "0.3 s; 0.04 s (NVIDIA H200 x1)"
     assert [machine_kind(m) for m in ("AMD EPYC, 1 threads, vm", "Intel(R) Xeon(R) Processor, 2 threads",
                                       "NVIDIA H200 x1")] == ["CPU", "CPU", "NVIDIA H200 x1"]
 

@@ -237,10 +237,15 @@ def record(path: str, rows: list) -> list:
             out.writeheader()
             for r in sorted(ledger + added, key=order):
                 out.writerow({**r, "seeds": " ".join(map(str, r["seeds"])),
-                              "seconds": "" if r["seconds"] is None else f"{r['seconds']:.0f}",
+                              "seconds": "" if r["seconds"] is None else _seconds(r["seconds"]),
                               **{k: f"{r[k]:.6g}" for k in ("mse", "mae", "mse_min", "mse_max")}})
         write_atomic(path, write, "w")
     return added
+
+
+def _seconds(seconds: float) -> str:
+    """Whole seconds, or one significant digit below one (a linear model's run can take a fraction of a second)."""
+    return f"{seconds:.0f}" if seconds >= 0.95 else f"{seconds:.1g}"
 
 
 def _time_per_run(timed: list) -> str:
@@ -248,7 +253,8 @@ def _time_per_run(timed: list) -> str:
     by_kind = defaultdict(list)
     for seconds, seeds, kind in timed:
         by_kind[kind].append((seconds, seeds))
-    parts = [f"{sum(t * k for t, k in runs) / sum(k for _, k in runs):.0f} s" + ("" if kind == "CPU" else f" ({kind})")
+    parts = [f"{_seconds(sum(t * k for t, k in runs) / sum(k for _, k in runs))} s"
+             + ("" if kind == "CPU" else f" ({kind})")
              for kind, runs in sorted(by_kind.items(), key=lambda item: item[0] != "CPU")]
     return "; ".join(parts) or "—"
 
@@ -327,7 +333,7 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
                    for (model, _), row in cells.items() for h in horizons if h in row and row[h]["runs"] > 1]
         lines += ["", "MSE range over seeds: " + "; ".join(spreads) + "."] if spreads else []
         lines.append("")
-    lines.append("Machines: " + ", ".join(sorted(machines)) + "." if machines else "No paper-setting runs yet.")
+    lines.append("Machines: " + "; ".join(sorted(machines)) + "." if machines else "No paper-setting runs yet.")
     if stale:  # recorded results stay in sight, apart from the table they no longer belong to
         lines += ["", "Recorded under an earlier paper setting (its script has changed since; not in the tables): " +
                   "; ".join(f"{r['model']} {r['dataset']} {r['test']}: {r['mse']:.3f} / {r['mae']:.3f} (seeds "
