@@ -209,6 +209,19 @@ def test_paper_settings_are_what_the_scripts_run(tmp_path):
     assert config == _paper_config("patchtst", "ETTh1", 192)
 
 
+def test_shipped_scripts_are_what_make_scripts_writes():
+    """Every scripts/long_term_forecast/*.sh is make_scripts.py's script of its (model, dataset), none stale or
+    missing; a dataset with its own source (FEDformer's ILI: the official script) says so in the header."""
+    from scripts import make_scripts
+    folder = os.path.join(REPO, "scripts", "long_term_forecast")
+    expected = {f"{model}_{ds}.sh": make_scripts.script(model, ds) for model in make_scripts.MODELS
+                for ds in make_scripts.DATASETS if make_scripts.MODELS[model](ds) is not None}
+    shipped = {name: open(os.path.join(folder, name)).read() for name in os.listdir(folder) if name.endswith(".sh")}
+    assert shipped == expected
+    assert "official FEDformer scripts/run_M.sh" in shipped["fedformer_ILI.sh"].splitlines()[1]
+    assert "TSLib's FEDformer_ETTh1.sh" in shipped["fedformer_ETTh1.sh"].splitlines()[1]
+
+
 def test_visualize_writes_forecast_and_loss_plots(tiny_args, tmp_path):
     run.main(tiny_args + ["--visualize", "--plot_channel", "0", "--train_epochs", "1"])
     (run_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
