@@ -306,12 +306,11 @@ def autoformer(ds):
 
 
 def fedformer(ds):
-    if ds == "ILI":  # TSLib has no FEDformer ILI script: the official one, with its run.py's defaults
-        return _flags(seq_len=36, label_len=18, e_layers=2, d_layers=1, d_model=512, n_heads=8, d_ff=2048,
-                      dropout=0.05, activation="gelu", moving_avg=24, modes=64, mode_select="random", batch_size=32,
-                      learning_rate=0.0001, train_epochs=10, patience=3, lradj="type1"), \
-            ["the official run.py's moving_avg [24] (one kernel) is --moving_avg 24; 64 modes exceed half of every "
-             "block's length here, so each block keeps all its frequencies"]
+    if ds == "ILI":  # TSLib has no FEDformer ILI script: the official one, whose run.py's defaults TSLib kept but dropout
+        flags, _ = _tslib_encoder_decoder(ds, {"dropout": 0.05}, d_layers=1, label_len=18, moving_avg=24, modes=64,
+                                          mode_select="random")
+        return flags, ["the official run.py's moving_avg [24] (one kernel) is --moving_avg 24; 64 modes exceed half of "
+                       "every block's length here, so each block keeps all its frequencies"]
     if ds not in ("ETTh1", "ECL"):
         return None  # TSLib has FEDformer scripts for ETTh1 and ECL only
     return _tslib_encoder_decoder(ds, {}, d_layers=1, label_len=48, moving_avg=25, modes=32, mode_select="random")

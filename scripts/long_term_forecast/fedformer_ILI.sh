@@ -10,9 +10,9 @@ horizons=(${HORIZONS:-24 36 48 60})  # HORIZONS="96" runs one
 for pred_len in "${horizons[@]}"; do
   launch --model fedformer --nonautoregressive --model_id ILI --data ILI --root_path "$DATA_ROOT/illness/" \
   --output_token_len "$pred_len" \
-  --seq_len 36 --label_len 18 --e_layers 2 --d_layers 1 \
-  --d_model 512 --n_heads 8 --d_ff 2048 --dropout 0.05 \
-  --activation gelu --moving_avg 24 --modes 64 --mode_select random \
+  --seq_len 36 --e_layers 2 --d_model 512 --n_heads 8 \
+  --d_ff 2048 --dropout 0.05 --activation gelu --d_layers 1 \
+  --label_len 18 --moving_avg 24 --modes 64 --mode_select random \
   --batch_size 32 --learning_rate 0.0001 --train_epochs 10 --patience 3 \
   --lradj type1 "$@"
 done
