@@ -12,16 +12,24 @@ from models.layers.transformer import MultiHeadAttention
 
 class Attention(MultiHeadAttention):
     """MultiHeadAttention whose queries may come from another sequence (`memory`) than its keys and values:
-    the rows of the fused projection are the official separate query, key and value projections."""
+    the rows of the fused projection are the official separate query, key and value projections.
+
+    head_mixup: the official code before commit c10c8ea, which produced the paper's numbers, read the heads'
+    (H, L, E) outputs as (L, H * E) without separating heads from positions, so each output row mixes them."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, head_mixup: bool = False):
+        super().__init__(d_model, n_heads, dropout)
+        self.head_mixup = head_mixup
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None) -> torch.Tensor:
-        if memory is None:
+        if memory is None and not self.head_mixup:
             return super().forward(x)
+        memory = x if memory is None else memory
         (N, L, D), H = x.shape, self.n_heads
         q = F.linear(x, self.qkv.weight[:D], self.qkv.bias[:D]).view(N, L, H, -1).transpose(1, 2)
         k, v = F.linear(memory, self.qkv.weight[D:], self.qkv.bias[D:]).view(N, -1, 2, H, D // H).permute(2, 0, 3, 1, 4)
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
-        return self.out(out.transpose(1, 2).reshape(N, L, D))
+        return self.out(out.reshape(N, L, D) if self.head_mixup else out.transpose(1, 2).reshape(N, L, D))
 
 
 class Stage(nn.Module):
@@ -44,10 +52,10 @@ class RouterAttention(nn.Module):
     """Cross-dimension stage: per segment, `routers` learnable vectors gather from all D dimensions (sender)
     and each dimension reads them back (receiver): O(D) instead of O(D^2) attention."""
 
-    def __init__(self, n_segments: int, routers: int, d_model: int, n_heads: int, dropout: float):
+    def __init__(self, n_segments: int, routers: int, d_model: int, n_heads: int, dropout: float, head_mixup: bool):
         super().__init__()
-        self.sender = Attention(d_model, n_heads, dropout)
-        self.receiver = Attention(d_model, n_heads, dropout)
+        self.sender = Attention(d_model, n_heads, dropout, head_mixup)
+        self.receiver = Attention(d_model, n_heads, dropout, head_mixup)
         self.router = nn.Parameter(torch.randn(n_segments, routers, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B*segments, D, d_model)
@@ -61,9 +69,9 @@ class TwoStageAttention(nn.Module):
 
     def __init__(self, configs, n_segments: int):
         super().__init__()
-        d, p = configs.d_model, configs.dropout
-        self.time = Stage(Attention(d, configs.n_heads, p), d, configs.d_ff, p, p)
-        self.dims = Stage(RouterAttention(n_segments, configs.router_factor, d, configs.n_heads, p),
+        d, p, mixup = configs.d_model, configs.dropout, configs.head_mixup
+        self.time = Stage(Attention(d, configs.n_heads, p, mixup), d, configs.d_ff, p, p)
+        self.dims = Stage(RouterAttention(n_segments, configs.router_factor, d, configs.n_heads, p, mixup),
                           d, configs.d_ff, p, p)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -99,7 +107,8 @@ class DecoderLayer(nn.Module):
         super().__init__()
         d, p = configs.d_model, configs.dropout
         self.tsa = TwoStageAttention(configs, n_segments)
-        self.cross = Stage(Attention(d, configs.n_heads, p), d, d, p, 0.0)  # official: no dropout on this MLP
+        # official: no dropout on this MLP
+        self.cross = Stage(Attention(d, configs.n_heads, p, configs.head_mixup), d, d, p, 0.0)
         self.predict = nn.Linear(d, configs.seg_len)
 
     def forward(self, x: torch.Tensor, encoded: torch.Tensor):
@@ -123,7 +132,8 @@ class Model(nn.Module):
     over layers, cut to its first output_token_len points (plus the window mean with `baseline`).
 
     Follows the official code at its latest commit (c10c8ea, Dec 2023), which removed a transpose that mixed
-    heads and positions in every attention output; the paper's numbers were produced before that fix.
+    heads and positions in every attention output; the paper's numbers were produced before that fix, and
+    `head_mixup` restores it.
     Deviations: attention is F.scaled_dot_product_attention with one fused query/key/value projection (the
     official three projections stacked; equal outputs); Dropout is models.layers.dropout.Dropout (other
     random masks on CPU).
@@ -144,6 +154,9 @@ class Model(nn.Module):
         e_layers: int = e_layers(3)
         dropout: float = dropout(0.2)
         baseline: bool = hparam(False, "add the window's mean to the forecast", tiny=True)
+        head_mixup: bool = hparam(False, "every attention's heads merged as the official code before c10c8ea (which "
+                                         "made the paper's numbers) did: without separating heads from positions",
+                                  later=True)
 
     def __init__(self, configs):
         super().__init__()

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DistributedSampler
 
@@ -180,6 +181,11 @@ def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
     assert _per_epoch("type1", 5) == [1, 1, 0.5, 0.25, 0.125]
     assert [round(f, 6) for f in _per_epoch("type3", 7)] == [1, 1, 1, 1, 0.9, 0.81, 0.729]
     assert [round(f, 6) for f in _per_epoch("type3_08", 6)] == [1, 1, 1, 1, 0.8, 0.64]  # SparseTSF, SegRNN
+    official, lr, crossformer = {2: 1 / 2, 4: 1 / 4, 6: 1 / 8, 8: 1 / 16, 10: 1 / 32}, 1.0, []
+    for epoch in range(13):  # Crossformer's loop: adjust_learning_rate(epoch + 1) with its own table after each epoch
+        crossformer.append(lr)
+        lr = official.get(epoch + 1, lr)
+    assert _per_epoch("type1_crossformer", 13) == crossformer
     assert _per_epoch("type2", 5, 1e-4)[1] == 1 and _per_epoch("type2", 5, 1e-4)[4] == pytest.approx(0.1)
     assert _per_epoch("cosine", 6, 1e-4)[5] == pytest.approx(0.5)
     assert _per_epoch("constant", 10) == [1] * 10
@@ -553,6 +559,34 @@ def test_auto_correlation_sums_the_values_rolled_by_each_top_delay_as_the_offici
     for a, b in zip(torch.autograd.grad((ours * weights).sum(), (q, k, v)),
                     torch.autograd.grad((theirs * weights).sum(), (q, k, v)), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+
+
+# ---- Crossformer's attention ---------------------------------------------------------------------
+@pytest.mark.parametrize("head_mixup", [False, True])
+@pytest.mark.parametrize("cross", [False, True])
+def test_crossformer_attention_is_the_official_attention_layer(head_mixup, cross):
+    """The official AttentionLayer with separate projections: since c10c8ea it merges (B, L, H, E) heads as
+    (B, L, H * E); before, with mix, it transposed them to (B, H, L, E) first (head_mixup)."""
+    from models.crossformer import Attention
+
+    def official(layer, queries, keys):
+        D, H = queries.shape[-1], layer.n_heads
+        w, b = layer.qkv.weight, layer.qkv.bias
+        q, k, v = (F.linear(x, w[i * D:(i + 1) * D], b[i * D:(i + 1) * D]).unflatten(-1, (H, -1))
+                   for i, x in enumerate((queries, keys, keys)))
+        scores = torch.softmax(torch.einsum("blhe,bshe->bhls", q, k) / (D // H) ** 0.5, dim=-1)
+        out = torch.einsum("bhls,bshd->blhd", scores, v)
+        out = out.transpose(2, 1) if head_mixup else out
+        return layer.out(out.reshape(queries.shape[0], queries.shape[1], -1))
+
+    torch.manual_seed(0)
+    layer = Attention(16, 4, 0.0, head_mixup).double().eval()
+    x, memory = torch.randn(3, 5, 16, dtype=torch.float64), torch.randn(3, 7, 16, dtype=torch.float64)
+    ours = layer(x, memory) if cross else layer(x)
+    torch.testing.assert_close(ours, official(layer, x, memory if cross else x), rtol=0, atol=1e-12)
+    mixed = Attention(16, 4, 0.0, not head_mixup).double().eval()
+    mixed.load_state_dict(layer.state_dict())
+    assert not torch.allclose(mixed(x, memory) if cross else mixed(x), ours)  # the two merges are other functions
 
 
 def test_partial_rotary_rotates_the_leading_features_and_passes_the_rest():

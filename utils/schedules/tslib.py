@@ -20,6 +20,11 @@ def _type2(epoch: int, h: Horizon) -> float:
     return _TYPE2[max(reached)] / h.learning_rate if reached else 1.0
 
 
+def _type1_crossformer(epoch: int, h: Horizon) -> float:
+    """Crossformer's own type1 table: lr x 0.5^k after epoch 2k (k = 1..5), i.e. halved every two epochs to 1/32."""
+    return 0.5 ** min(epoch // 2, 5)
+
+
 def _type3_08(epoch: int, h: Horizon) -> float:
     return 0.8 ** max(epoch - 3, 0)
 
@@ -53,6 +58,8 @@ def one_cycle_beta1(step: int, h: Horizon) -> float:
 
 SCHEDULES = [
     per_epoch("type1", lambda e, h: 0.5 ** max(e - 1, 0), "1, 1, 1/2, 1/4, ... per epoch (TSLib, DLinear)"),
+    per_epoch("type1_crossformer", _type1_crossformer,
+              "1, 1, 1/2, 1/2, 1/4, 1/4, ... per epoch, 1/32 from epoch 11 (type1 of Crossformer's official code)"),
     per_epoch("type2", _type2, "TSLib's table: 5e-5 from epoch 3, 1e-5 from epoch 5, ... (x world factor)"),
     per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
     per_epoch("type3_08", _type3_08,
