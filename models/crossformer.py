@@ -7,6 +7,7 @@ from torch import nn
 
 from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.dropout import Dropout
+from models.layers.embed import sinusoidal_positions
 from models.layers.transformer import MultiHeadAttention
 
 
@@ -133,7 +134,8 @@ class Model(nn.Module):
 
     Follows the official code at its latest commit (c10c8ea, Dec 2023), which removed a transpose that mixed
     heads and positions in every attention output; the paper's numbers were produced before that fix, and
-    `head_mixup` restores it.
+    `head_mixup` restores it. TSLib's port (behind the lookback-96 numbers of later papers) embeds segments
+    without a bias and adds a fixed sine/cosine table to the learnable positions: `tslib_embedding`.
     Deviations: attention is F.scaled_dot_product_attention with one fused query/key/value projection (the
     official three projections stacked; equal outputs); Dropout is models.layers.dropout.Dropout (other
     random masks on CPU).
@@ -157,6 +159,9 @@ class Model(nn.Module):
         head_mixup: bool = hparam(False, "every attention's heads merged as the official code before c10c8ea (which "
                                          "made the paper's numbers) did: without separating heads from positions",
                                   later=True)
+        tslib_embedding: bool = hparam(False, "TSLib's segment embedding: no bias, and a fixed sine/cosine table "
+                                              "added to the learnable position embedding (the port behind the "
+                                              "published lookback-96 numbers)", later=True)
 
     def __init__(self, configs):
         super().__init__()
@@ -166,8 +171,12 @@ class Model(nn.Module):
         self.front_pad = in_segments * seg - configs.seq_len
         out_segments = ceil(self.horizon / seg)
         C = configs.enc_in
-        self.embed = nn.Linear(seg, d)
+        self.embed = nn.Linear(seg, d, bias=not configs.tslib_embedding)
         self.enc_position = nn.Parameter(torch.randn(1, C, in_segments, d))
+        # Not a reparametrisation in practice: Adam moves the learnable table by about lr a step, so the fixed
+        # table stays in the embedding throughout training.
+        fixed = sinusoidal_positions(in_segments, d) if configs.tslib_embedding else torch.zeros(in_segments, d)
+        self.register_buffer("enc_fixed_position", fixed, persistent=False)
         self.pre_norm = nn.LayerNorm(d)
         self.merges = nn.ModuleList(SegmentMerging(d, win) if i and win > 1 else nn.Identity()
                                     for i in range(configs.e_layers))
@@ -182,7 +191,7 @@ class Model(nn.Module):
         if self.front_pad:
             x = torch.cat([x[:, :1].expand(-1, self.front_pad, -1), x], dim=1)
         h = x.transpose(1, 2).unflatten(-1, (-1, self.seg_len))  # (B, C, segments, seg_len)
-        h = self.pre_norm(self.embed(h) + self.enc_position)
+        h = self.pre_norm(self.embed(h) + self.enc_fixed_position + self.enc_position)
         scales = [h]
         for merge, block in zip(self.merges, self.encoder):
             h = block(merge(h))

@@ -589,6 +589,27 @@ def test_crossformer_attention_is_the_official_attention_layer(head_mixup, cross
     assert not torch.allclose(mixed(x, memory) if cross else mixed(x), ours)  # the two merges are other functions
 
 
+def test_crossformer_tslib_embedding_adds_a_fixed_sine_table_and_no_bias():
+    """TSLib's segment embedding, Linear(seg_len, d_model, bias=False)(x) + sinusoid + learnable positions: the
+    default model computes the same once its positions absorb the sine table and its embedding bias is zero."""
+    import models
+    from models.layers.embed import sinusoidal_positions
+    torch.manual_seed(0)
+    task = dict(seq_len=24, input_token_len=24, output_token_len=12, enc_in=3, n_marks=0, covariate=False)
+    hp = dict(seg_len=6, win_size=2, router_factor=2, d_model=16, d_ff=16, n_heads=2, e_layers=2, dropout=0.0,
+              baseline=False, head_mixup=False)
+    tslib = models.build("crossformer", task, {**hp, "tslib_embedding": True}).double().eval()
+    default = models.build("crossformer", task, {**hp, "tslib_embedding": False}).double().eval()
+    assert tslib.embed.bias is None
+    state = tslib.state_dict()
+    state["enc_position"] = state["enc_position"] + sinusoidal_positions(4, 16).double()
+    default.load_state_dict({**state, "embed.bias": torch.zeros(16, dtype=torch.float64)})
+    x = torch.randn(5, 24, 3, dtype=torch.float64)
+    torch.testing.assert_close(tslib(x), default(x), rtol=0, atol=1e-12)
+    default.load_state_dict({**tslib.state_dict(), "embed.bias": torch.zeros(16, dtype=torch.float64)})
+    assert not torch.allclose(tslib(x), default(x))  # the table is what differs
+
+
 def test_partial_rotary_rotates_the_leading_features_and_passes_the_rest():
     from models.layers.transformer import apply_rotary, rotary_tables
     x = torch.randn(2, 3, 5, 16)
