@@ -191,7 +191,8 @@ class Model(nn.Module):
         if self.front_pad:
             x = torch.cat([x[:, :1].expand(-1, self.front_pad, -1), x], dim=1)
         h = x.transpose(1, 2).unflatten(-1, (-1, self.seg_len))  # (B, C, segments, seg_len)
-        h = self.pre_norm(self.embed(h) + self.enc_fixed_position + self.enc_position)
+        # the fixed table joins the (C, segments, d) positions, not the batch: the default adds zeros to a small tensor
+        h = self.pre_norm(self.embed(h) + (self.enc_position + self.enc_fixed_position))
         scales = [h]
         for merge, block in zip(self.merges, self.encoder):
             h = block(merge(h))
