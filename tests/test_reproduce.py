@@ -65,7 +65,7 @@ def test_shipped_reference_table_names_a_source_for_every_number():
     # docs/reproducing.md: which models' ETTh1 rows have the paper beside them
     etth1 = {m for m in models.NAMES if {h for mm, d, _, h in keys if (mm, d) == (m, "ETTh1")} ==
              {"96", "192", "336", "720"}}
-    assert set(models.NAMES) - etth1 == {"ttm", "time_moe", "rlinear", "tsmixer"}
+    assert set(models.NAMES) - etth1 == {"ttm", "time_moe"}
 
 
 def test_report_averages_only_the_seeds_of_one_configuration_and_compares_only_the_papers_setting(tmp_path):
