@@ -10,6 +10,7 @@ Run `python run.py --help` for every flag.
 import gc
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -22,7 +23,7 @@ from exp import dialects
 from exp.exp_forecast import ExpForecast, check_output_shape
 from exp.flags import model_hparams, parse_args, validate
 from exp.identity import RunPlan, adopt_checkpoint, check_pretrained, model_section, plan_runs
-from utils import checkpoint, dist, interrupt
+from utils import checkpoint, dist, interrupt, runlock, threads
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
 from utils.process import prepare_training_process
@@ -48,17 +49,24 @@ def build_model(args, data: DataBundle) -> torch.nn.Module:
 
 
 def _check_writable(path: str, flag: str) -> None:
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: cannot write there ({probe} is not a writable folder)")
+    """A file created and removed there: permissions alone pass folders where no file can be made (/proc, /sys,
+    a read-only mount), which would fail only when the first epoch is saved."""
+    probe = os.path.join(path, f".tsf-probe-{os.getpid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
 
 
 def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
-    """File-system and group-size checks, on every rank alike, before the first collective."""
-    _check_writable(args.results_dir, "--results_dir")
-    _check_writable(args.checkpoints, "--checkpoints")
+    """File-system and group-size checks before the first collective: the group's on every rank alike, the
+    output folders' on the main rank, the only one that writes (Startup checks that every rank sees them)."""
+    if env.is_main:
+        _check_writable(args.results_dir, "--results_dir")
+        _check_writable(args.checkpoints, "--checkpoints")
     if args.resume not in (None, "auto") and not os.path.isfile(args.resume):
         raise ConfigError(f"--resume {args.resume}: no such checkpoint (use --resume auto to start fresh if absent)")
     if args.pretrain_model_path and not os.path.isfile(args.pretrain_model_path):
@@ -96,25 +104,30 @@ def main(argv=None, callbacks=()) -> list:
     training and evaluation time of the epochs this call ran (not those a resumed or tested run inherited).
     callbacks: see ExpForecast."""
     prepare_training_process()  # for every caller: the command line, a sweep's workers, the tests
+    load = threads.LoadProbe()  # what other processes do on this machine while this one starts
     args = parse_args(argv)
     env = dist.detect(args.ddp, args.device)
     setup_logging(env.rank, env.is_main)
-    # Everything that can fail on bad input happens before the first collective, on every rank; a rank that
-    # fails makes the others stop at the end of this block instead of waiting for it.
-    with dist.Startup(env, args.dist_timeout) as startup:
-        adopted = adopt_checkpoint(args) if args.test_dir else None
-        validate(args)
-        data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
-        dialects.check_channels(args.declared_channels, data.n_channels, args.covariate, data.file)
-        preflight(args, env, data)
-        plans = plan_runs(args, data, env.world_size, adopted)
-        seed_everything(plans[0].identity.seed)
-        model = build_model(args, data)
-        check_output_shape(model, args, data)
-        startup.digest = f"{data.fingerprint}|" + "|".join(plan.digest() for plan in plans)
-
-    dist.init(env, args.dist_timeout)
+    locks = runlock.run_locks(env.is_main, args.checkpoints, args.results_dir)
     try:
+        # Everything that can fail on bad input happens before the first collective, on every rank; a rank that
+        # fails makes the others stop at the end of this block instead of waiting for it.
+        with dist.Startup(env, args.dist_timeout, {"--checkpoints": args.checkpoints,
+                                                   "--results_dir": args.results_dir}) as startup:
+            adopted = adopt_checkpoint(args) if args.test_dir else None
+            validate(args)
+            data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
+            dialects.check_channels(args.declared_channels, data.n_channels, args.covariate, data.file)
+            preflight(args, env, data)
+            plans = plan_runs(args, data, env.world_size, adopted, locks.acquire)
+            seed_everything(plans[0].identity.seed)
+            model = build_model(args, data)
+            check_output_shape(model, args, data)
+            log.info("intra-op threads: %d (%s)", *threads.configure(args.threads, load))
+            startup.decided = {"data file": f"{data.file} {data.fingerprint}",
+                               "runs": " ".join(plan.digest() for plan in plans)}
+
+        dist.init(env, args.dist_timeout)
         results = []
         for i, plan in enumerate(plans):
             if i:
@@ -128,6 +141,7 @@ def main(argv=None, callbacks=()) -> list:
             gc.collect()
         return results
     finally:
+        locks.release()
         dist.destroy()
 
 
@@ -141,29 +155,35 @@ def cli(argv=None, callbacks=(), passthrough=()) -> list:
     """
     rank = os.environ.get("RANK", "0")
     prefix = "" if rank == "0" else f"[rank {rank}] "
-    interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix)))
+    interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix, rank, signum)))
     try:
-        return main(argv, callbacks)
-    except passthrough:
-        raise
-    except interrupt.Interrupted as e:
-        _exit(128 + e.signum, _interrupted(prefix))
-    except ConfigError as e:
-        _fail(2, prefix, rank, str(e))
-    except TrainingError as e:
-        _fail(1, prefix, rank, str(e))
-    except Exception as e:  # noqa: BLE001 - a bug keeps its traceback, a failed collective gets one line
-        failure = dist.describe_failure(e)
-        peer = failure and dist.peer_failure()
-        if peer:
-            _exit(1, f"{prefix}error: a peer rank stopped: {peer}")
-        _fail(1, prefix, rank, failure or f"{type(e).__name__}: {e}", None if failure else traceback.format_exc())
+        try:
+            return main(argv, callbacks)
+        except passthrough:
+            raise
+        except ConfigError as e:
+            _fail(2, prefix, rank, str(e))
+        except TrainingError as e:
+            _fail(1, prefix, rank, str(e))
+        except Exception as e:  # noqa: BLE001 - a bug keeps its traceback, a failed collective gets one line
+            interrupt.ending()  # torchrun's stop of the group, arriving now, must not hide what happened
+            failure = dist.describe_failure(e)
+            peer = failure and dist.peer_failure()
+            if peer:
+                _exit(1, f"{prefix}error: a peer rank stopped: {peer}")
+            _fail(1, prefix, rank, failure or f"{type(e).__name__}: {e}", None if failure else traceback.format_exc())
+    except interrupt.Interrupted as e:  # also one that arrives while another error is being reported
+        _exit(128 + e.signum, _interrupted(prefix, rank, e.signum))
 
 
-def _interrupted(prefix: str) -> str:
-    """torchrun stops the other ranks with SIGTERM when one fails: then that rank's error is the news."""
-    peer = dist.peer_failure()
-    return f"{prefix}error: a peer rank stopped: {peer}" if peer else f"{prefix}{interrupt.message()}"
+def _interrupted(prefix: str, rank: str, signum: int) -> str:
+    """torchrun stops the other ranks with SIGTERM when one fails: then that rank's error is the news. Otherwise
+    this rank was interrupted, and says so to peers whose collectives it leaves hanging."""
+    peer = dist.peer_failure(interruptions=False)
+    if peer:
+        return f"{prefix}error: a peer rank stopped: {peer}"
+    dist.publish_failure(f"rank {rank} was interrupted ({signal.Signals(signum).name})", interruption=True)
+    return f"{prefix}{interrupt.message()}"
 
 
 def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = None) -> None:
@@ -171,12 +191,10 @@ def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = Non
 
     Printed first: while this rank waits for its peers to read its error, torchrun may stop it (a peer that
     failed alike has read it and exited), and that stop ends the wait, not the report."""
+    interrupt.ending()
     sys.stderr.write((trace.rstrip() if trace else f"{prefix}error: {error}") + "\n")
     sys.stderr.flush()
-    try:
-        dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
-    except interrupt.Interrupted:
-        pass
+    dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
     _exit(code)
 
 

@@ -12,8 +12,8 @@ train/val/test (ratio_split: the first fraction trains, the last is tested), and
 training part are kept for per-series scaling.
 
 The store is a folder: values.f32 (every series, one after another), index.npz (per series: offset, length,
-split ends, mean, std, source file and channel) and manifest.json (the source files with size and mtime, the
-split, and a content fingerprint). It is written under a temporary name and renamed into place, so a reader
+split ends, mean, std, source file and channel) and manifest.json (each source file with the fingerprint of its
+whole content, the split, and a fingerprint of the stored values). It is written under a temporary name and renamed into place, so a reader
 sees a whole store or none, and a store whose source files changed since is refused, not silently reused.
 """
 import argparse
@@ -23,7 +23,6 @@ import logging
 import mmap
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +32,14 @@ import torch
 from data_provider.datasets import ratio_split
 from data_provider.scaling import StandardScale
 from data_provider.windows import Batch
+from utils import cli
 from utils.errors import ConfigError
+from utils.identity import file_fingerprint
 
 log = logging.getLogger(__name__)
 
 NAME = "corpus"  # the --data value
-FORMAT = 1
+FORMAT = 2  # 2: source files recorded by content (1: by size and modification time)
 SUFFIXES = (".csv", ".npy", ".parquet")
 DEFAULT_SPLIT = (0.8, 0.1, 0.1)
 STORE_DIR = ".tsf_corpus"  # the default store, inside the source folder (skipped when the sources are listed)
@@ -61,9 +62,9 @@ def source_files(source: str) -> list:
     return found
 
 
-def _stamp(source: str, files: list) -> list:
-    return [[f, os.path.getsize(os.path.join(source, f)), os.stat(os.path.join(source, f)).st_mtime_ns]
-            for f in files]
+def _stamp(source: str, files: list) -> dict:
+    """Each source file's content fingerprint (hashed once, then cached while the file is unchanged)."""
+    return {f: file_fingerprint(os.path.join(source, f)) for f in files}
 
 
 def read_series_file(path: str) -> np.ndarray:
@@ -187,10 +188,10 @@ def stale(store: str, source: str) -> str | None:
     """Why the store does not match the files now in source (None: it does, or source is the store itself)."""
     if os.path.abspath(source) == os.path.abspath(store):
         return None
-    now = {f: (size, mtime) for f, size, mtime in _stamp(source, source_files(source))}
-    then = {f: (size, mtime) for f, size, mtime in _manifest(store)["files"]}
-    for what, names in (("new", now.keys() - then.keys()), ("missing", then.keys() - now.keys()),
-                        ("changed", [f for f in now.keys() & then.keys() if now[f] != then[f]])):
+    now, then = set(source_files(source)), _manifest(store)["files"]
+    for what, names in (("new", now - then.keys()), ("missing", then.keys() - now),
+                        ("changed", [f for f in now & then.keys()
+                                     if file_fingerprint(os.path.join(source, f)) != then[f]])):
         if names:
             return f"{len(names)} file(s) {what} since it was built, e.g. {sorted(names)[0]}"
     return None
@@ -309,26 +310,39 @@ class CorpusWindows:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m data_provider.corpus", description=__doc__.split("\n")[0])
+    parser = cli.ArgumentParser(prog="python -m data_provider.corpus", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     b = commands.add_parser("build", help="build the store of a folder of series files")
-    b.add_argument("source")
+    b.add_argument("source", type=cli.existing_folder)
     b.add_argument("store", nargs="?", default=None, help=f"default: SOURCE/{STORE_DIR}")
-    b.add_argument("--split", default=",".join(map(str, DEFAULT_SPLIT)), help="train,val,test fractions per series")
+    b.add_argument("--split", type=_split, default=DEFAULT_SPLIT, help="train,val,test fractions per series "
+                   f"(default: {','.join(map(str, DEFAULT_SPLIT))})")
     g = commands.add_parser("generate", help="write a folder of generated series (data_provider.corpus_gen)")
     from data_provider import corpus_gen
     corpus_gen.add_arguments(g)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.command == "build":
+        build(args.source, args.store or os.path.join(args.source, STORE_DIR), args.split)
+    else:
+        for flag, value in (("--points", args.points), ("--series", args.series), ("--channels", args.channels)):
+            if value < 1:
+                raise ConfigError(f"{flag} must be >= 1, got {value:g}")
+        if not 0 <= args.missing <= 1:
+            raise ConfigError(f"--missing is a fraction of the series, in [0, 1]: got {args.missing:g}")
+        corpus_gen.run(args)
+
+
+def _split(text: str) -> tuple:
+    """--split: three fractions, train,val,test (build() checks that they make a split)."""
     try:
-        if args.command == "build":
-            split = tuple(float(v) for v in args.split.split(","))
-            build(args.source, args.store or os.path.join(args.source, STORE_DIR), split)
-        else:
-            corpus_gen.run(args)
-    except ConfigError as e:
-        sys.exit(f"error: {e}")
+        split = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        split = ()
+    if len(split) != 3:
+        raise argparse.ArgumentTypeError(f"expected three fractions train,val,test, got {text!r}")
+    return split
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

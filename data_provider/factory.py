@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from data_provider import corpus, datasets
-from data_provider.readers import Table, check_file, check_values
+from data_provider.readers import Table, check_file, check_values, parse_dates
 from data_provider.scaling import StandardScale
 from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
 from utils import dist
@@ -86,7 +86,8 @@ def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None 
 
 def load_table(args, entry: datasets.Dataset, path: str, is_main: bool) -> tuple:
     """(Table, content fingerprint of its file). A file read before by this process, unchanged since (same
-    size and modification time), is not read again: a sweep worker runs many cells on one dataset."""
+    inode, size, modification and change times), is not read again: a sweep worker runs many cells on one
+    dataset."""
     if entry.generate is not None and not os.path.isfile(path):
         # Every rank generates the same series in memory; only the main rank writes it.
         text = entry.generate()
@@ -94,12 +95,13 @@ def load_table(args, entry: datasets.Dataset, path: str, is_main: bool) -> tuple
             write_atomic(path, lambda f: f.write(text.encode()))
         return entry.read(io.StringIO(text), args.target), content_fingerprint(text.encode())
     check_file(path)
-    stat = os.stat(path)
-    return _read_file(entry, os.path.realpath(path), args.target, stat.st_size, stat.st_mtime_ns)
+    st = os.stat(path)
+    return _read_file(entry, os.path.realpath(path), args.target,
+                      (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
 
 
 @functools.lru_cache(maxsize=4)
-def _read_file(entry: datasets.Dataset, path: str, target: str | None, size: int, mtime_ns: int) -> tuple:
+def _read_file(entry: datasets.Dataset, path: str, target: str | None, stat: tuple) -> tuple:
     return entry.read(path, target), file_fingerprint(path)
 
 
@@ -127,15 +129,35 @@ def split_bounds(rows: dict, seq_len: int, lookback: bool = True) -> dict:
             for split, (begin, end) in rows.items()}
 
 
-def fill_missing(values: np.ndarray, rows: dict, columns: list, path: str) -> np.ndarray:
-    """Forward- then back-fill NaNs inside each split (TSLib's PEMS), so no split's values leak into another."""
+_LISTED = 20  # columns named in the count of filled values (Traffic has 862)
+
+
+def fill_missing(values: np.ndarray, rows: dict, columns: list, path: str, method: str) -> np.ndarray:
+    """NaNs filled inside each split's segment of rows, from its first row to the next split's first (the last
+    to its end): no split's values fill another's gaps (TSLib's PEMS). A val or test window that looks back
+    into the split before reads that split's filled rows, as it reads its values. ffill: forward, then the
+    leading gap backward; interpolate: linear in row order (windows treat rows as equally spaced), edges from
+    the nearest value. The number filled per column is logged."""
     filled = values.copy()
-    for split, (begin, end) in rows.items():
-        filled[begin:end] = pd.DataFrame(values[begin:end]).ffill().bfill().to_numpy()
+    starts = sorted(rows.items(), key=lambda item: item[1][0])
+    for i, (split, (begin, end)) in enumerate(starts):
+        if i + 1 < len(starts):
+            end = starts[i + 1][1][0]  # rows no split forecasts (between Solar's val and test) join the one before
+        if end <= begin:
+            continue  # an empty split: its own check names it
+        frame = pd.DataFrame(values[begin:end])
+        frame = frame.ffill().bfill() if method == "ffill" else frame.interpolate(limit_direction="both")
+        filled[begin:end] = frame.to_numpy()
         empty = np.isnan(filled[begin:end]).all(axis=0)
         if empty.any():
             raise ConfigError(f"{path}: channel {columns[int(np.argmax(empty))]!r} has no values in the {split} "
                               "split, nothing to fill its gaps from")
+    counts = (np.isnan(values) & ~np.isnan(filled)).sum(axis=0)
+    if counts.any():
+        per_column = ", ".join(f"{columns[c]!r} {counts[c]}" for c in np.flatnonzero(counts)[:_LISTED])
+        more = np.count_nonzero(counts) - _LISTED
+        group_log.info("%s: filled %d missing values (%s) inside each split: %s%s", path, counts.sum(), method,
+                       per_column, f" and {more} more columns" if more > 0 else "")
     return filled
 
 
@@ -167,18 +189,20 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
     entry = datasets.resolve(args.data, args.data_path)
     path = data_file(args)
     table, fingerprint = load_table(args, entry, path, is_main)
+    table = parse_dates(table, path, args.date_format, args.dayfirst)
     if args.target_only:  # TSLib's --features S: the target (last) channel alone
         table = Table(table.values[:, -1:], table.columns[-1:], table.dates)
-    check_values(table.values, table.columns, path, allow_missing=entry.fill_missing)
+    fill = args.fill_missing or entry.fill_missing
+    check_values(table.values, table.columns, path, allow_missing=fill is not None)
     _check_step(table, entry, path)
     rows = split_rows(entry, len(table.values), path)
     (train_begin, train_end) = rows["train"]
     if train_end - train_begin < 2:
         raise ConfigError(f"{path}: {len(table.values)} rows leave {train_end - train_begin} to train on")
-    scaler = StandardScale.fit(table.values[train_begin:train_end], skip_missing=entry.fill_missing)
+    scaler = StandardScale.fit(table.values[train_begin:train_end], skip_missing=fill is not None)
     values = scaler.transform(table.values)
-    if entry.fill_missing:
-        values = fill_missing(values, rows, table.columns, path)
+    if fill is not None:
+        values = fill_missing(values, rows, table.columns, path, fill)
     series = _row_major(values, device)
     marks = _row_major(time_features(table.dates, len(values), args.freq), device) if uses_marks else None
 

@@ -2,10 +2,12 @@
 (data_provider/datasets/), scaling to the factory, windowing to windows.py."""
 import logging
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 from utils.errors import ConfigError
 from utils.log import GROUP
@@ -18,7 +20,9 @@ class Table:
     """What a reader returns: raw values and their names; splitting and scaling happen in the factory."""
     values: np.ndarray                # (T, C) float64, target channel last
     columns: list
-    dates: pd.DatetimeIndex | None    # None: the format has no timestamps (time features are zeros)
+    # the date column as written, which parse_dates reads with the run's --date_format/--dayfirst (a reader of
+    # its own may return a DatetimeIndex); None: the format has no timestamps (time features are zeros)
+    dates: pd.Series | pd.DatetimeIndex | None
 
 
 def _where(source) -> str:
@@ -33,8 +37,12 @@ def check_values(values: np.ndarray, columns: list, path: str, allow_missing: bo
     if bad.any():
         col = int(np.argmax(bad.any(axis=0)))
         row = int(np.argmax(bad[:, col]))
+        if allow_missing:
+            raise ConfigError(f"{path}: {int(bad.sum())} infinite values (first in column {columns[col]!r}, row "
+                              f"{row}); clean the data first: only NaN marks a missing value")
         raise ConfigError(f"{path}: {int(bad.sum())} NaN/inf values (first in column {columns[col]!r}, "
-                          f"row {row}); clean or impute the data first")
+                          f"row {row}); clean or impute the data first, or fill NaN with --fill_missing ffill "
+                          "or interpolate")
 
 
 def _read_csv(source, **kwargs) -> pd.DataFrame:
@@ -46,31 +54,117 @@ def _read_csv(source, **kwargs) -> pd.DataFrame:
         raise ConfigError(f"{_where(source)}: cannot read as CSV ({e})") from None
 
 
-def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> Table:
-    """The table of a frame whose first column is a date and the rest numeric.
+_CSV_LAYOUT = "the CSV format needs a date column first (date,ch1,...,target)"
 
-    The target column is moved last, where covariate mode and the metrics expect it.
+
+def dated_frame(df: pd.DataFrame, target: str | None, source: str) -> Table:
+    """The table of a frame whose first column holds dates (kept as written: parse_dates reads them) and the rest
+    numbers. The target column is moved last, where covariate mode and the metrics expect it.
     """
     if df.shape[1] < 2 or len(df) == 0:
         raise ConfigError(f"{source}: needs a date column followed by at least one value column and one row")
-    try:
-        dates = pd.DatetimeIndex(pd.to_datetime(df.iloc[:, 0]))
-    except (ValueError, TypeError):
-        raise ConfigError(f"{source}: the first column {df.columns[0]!r} must hold dates") from None
-    check_timestamps(dates, source)
     data = df.iloc[:, 1:]
     non_numeric = [c for c in data.columns if not pd.api.types.is_numeric_dtype(data[c])]
     if non_numeric:
         raise ConfigError(f"{source}: non-numeric column(s) {non_numeric}; every column after the date must be numbers")
-    empty = [c for c in data.columns if data[c].isna().all()]
+    empty = [c for c in df.columns if df[c].isna().all()]
     if empty:
         raise ConfigError(f"{source}: empty column(s) {empty}; drop them or fill them in")
     columns = list(data.columns)
     if target is not None:
+        if target == df.columns[0]:
+            raise ConfigError(f"{source}: --target {target!r} is the first column, which the CSV format keeps for "
+                              "the dates (date,ch1,...,target)")
         if target not in columns:
             raise ConfigError(f"{source}: --target {target!r} is not a column (columns: {columns})")
         columns = [c for c in columns if c != target] + [target]
-    return Table(data[columns].to_numpy(dtype=np.float64), columns, dates)
+    return Table(data[columns].to_numpy(dtype=np.float64), columns, df.iloc[:, 0])
+
+
+def parse_dates(table: Table, source: str, date_format: str | None = None, dayfirst: bool = False) -> Table:
+    """The table with its dates read as timestamps and checked (check_timestamps): in --date_format, else in the
+    format pandas infers from the first date (day first with --dayfirst). One format for the whole column keeps
+    parsing vectorised, so a date that does not fit it is an error naming its row, not a slow element-wise pass."""
+    if table.dates is None:
+        if date_format is not None or dayfirst:
+            raise ConfigError(f"{source}: --date_format and --dayfirst read a date column, and this file has none")
+        return table
+    dates = _read_dates(table.dates, source, date_format, dayfirst)
+    check_timestamps(dates, source)
+    return Table(table.values, table.columns, dates)
+
+
+def _read_dates(column: pd.Series, source: str, date_format: str | None, dayfirst: bool) -> pd.DatetimeIndex:
+    if pd.api.types.is_datetime64_any_dtype(column):  # parsed by a reader of its own
+        return pd.DatetimeIndex(column)
+    name = column.name
+    if pd.api.types.is_numeric_dtype(column):
+        # pandas would take integers for nanoseconds since 1970
+        if date_format is None:
+            raise ConfigError(f"{source}: the first column {name!r} holds numbers, not dates: {_CSV_LAYOUT}; for a "
+                              "file without dates use .npy or a headerless .txt of comma-separated numbers (--data "
+                              "custom), for dates written as numbers (20200101) give --date_format (%Y%m%d)")
+        # dates written as numbers (20200101), read as text; a missing one makes the column float (20200101.0)
+        whole = (column.dropna() % 1 == 0).all()
+        column = (column.astype("Int64") if whole else column).astype(str).where(column.notna())
+    row = int(np.argmax(column.notna().to_numpy()))
+    first = column.iloc[row]
+    fmt = date_format or _infer_format(first, row, name, source, dayfirst)
+    try:
+        dates = pd.DatetimeIndex(pd.to_datetime(column, format=fmt, dayfirst=dayfirst))
+    except (ValueError, TypeError) as e:  # OutOfBoundsDatetime is a ValueError
+        bad = _first_unparsed(column, fmt, dayfirst)
+        if bad is None:  # no single date but the column (time zones mixed): pandas' first line says which
+            raise ConfigError(f"{source}: cannot read the dates of column {name!r}: {str(e).splitlines()[0]}") \
+                from None
+        value = column.iloc[bad]
+        if date_format is not None:
+            raise ConfigError(f"{source}: the date {value!r} at row {bad} does not match --date_format "
+                              f"{date_format!r}") from None
+        hint = "" if dayfirst else "for day-first dates add --dayfirst; "
+        raise ConfigError(f"{source}: the date {value!r} at row {bad} does not match the format {fmt} of the "
+                          f"first date {first!r}: {hint}for another format, or one that varies, give --date_format "
+                          "(a strftime format, ISO8601 or mixed)") from None
+    if date_format is None and not dayfirst and _month_first(fmt) and (dates.day <= 12).all():
+        group_log.warning("%s: dates such as %r are read month first (%s) and no day is above 12; add --dayfirst if "
+                          "they are day first", source, first, fmt)
+    return dates
+
+
+def _first_unparsed(column: pd.Series, fmt: str, dayfirst: bool) -> int | None:
+    """The row of the first date that fmt does not read (None: each does, but not the column together)."""
+    try:
+        parsed = pd.to_datetime(column, format=fmt, dayfirst=dayfirst, errors="coerce")
+    except (ValueError, TypeError):
+        return None
+    bad = np.flatnonzero(parsed.isna().to_numpy() & column.notna().to_numpy())
+    return int(bad[0]) if len(bad) else None
+
+
+def _infer_format(first: str, row: int, name, source: str, dayfirst: bool) -> str:
+    """The format of the first date, which the whole column is then parsed in."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a first date such as 13/02/2020 shows day first itself
+        fmt = guess_datetime_format(first, dayfirst=dayfirst)
+    if fmt is None:
+        try:
+            pd.to_datetime(first, dayfirst=dayfirst)
+        except (ValueError, OverflowError):
+            raise ConfigError(f"{source}: the first column {name!r} holds {first!r} at row {row}, not a date: "
+                              f"{_CSV_LAYOUT}; for dates in another format give --date_format (a strftime format "
+                              "such as %d.%m.%Y %H:%M)") from None
+        raise ConfigError(f"{source}: the format of the date {first!r} at row {row} cannot be inferred: give it "
+                          "with --date_format (a strftime format such as %m/%d/%Y %I:%M %p, or mixed to parse "
+                          "each date on its own, slowly)")
+    if dayfirst and fmt.startswith("%Y"):
+        raise ConfigError(f"{source}: --dayfirst, but the dates start with the year ({first!r} at row {row}): "
+                          "drop --dayfirst")
+    return fmt
+
+
+def _month_first(fmt: str) -> bool:
+    """Whether a format reads day and month in the order that could be the other way round (01/02/2020)."""
+    return "%m" in fmt and "%d" in fmt and fmt.index("%m") < fmt.index("%d") and not fmt.startswith("%Y")
 
 
 def check_timestamps(dates: pd.DatetimeIndex, source: str) -> None:

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from utils import cli
 from utils.files import write_atomic
 
 
@@ -50,15 +51,15 @@ def write_csv(frame: pd.DataFrame, path: str) -> None:
     write_atomic(path, lambda f: f.write(csv_text(frame).encode()))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None) -> None:
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="dataset/synthetic/synthetic.csv")
-    parser.add_argument("--length", type=int, default=8000)
-    parser.add_argument("--covariates", type=int, default=3)
+    parser.add_argument("--length", type=cli.at_least(1), default=8000)
+    parser.add_argument("--covariates", type=cli.at_least(0), default=3)
     parser.add_argument("--seed", type=int, default=0)
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     write_csv(generate(a.length, a.covariates, a.seed), a.out)
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -63,6 +63,7 @@ class Translation:
     tmax: int = 10                                 # OpenLTM's cosine period in epochs
     model_flags: dict = field(default_factory=dict)  # our flag names -> (foreign flag, value, why ignored): the
     #                                                  chosen model's hyper-parameter if it declares one
+    ttm: dict = field(default_factory=dict)        # OpenLTM's TTM flags as given: flag -> value (None: a switch)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,16 @@ def _equal(dest: str):
     return apply
 
 
+def _ttm(flag, value, t):
+    t.ttm[flag] = value
+
+
+# OpenLTM's TTM (models/ttm.py there) as ours: its flags -> (our hyper-parameter, OpenLTM's default)
+_OPENLTM_TTM = {"--patch_size": ("patch_len", "16"), "--AP_levels": ("ap_levels", "0"), "--layers": ("d_layers", "8"),
+                "--hidden_dim": ("decoder_d_model", "16"), "--d_mode": ("decoder_mode", "common_channel")}
+_OPENLTM_TTM_STRIDE, _OPENLTM_TTM_MODE = "8", "mix_channel"  # OpenLTM's defaults, which ours cannot build
+
+
 _BOTH = (TSLIB, OPENLTM)
 _DDP = "DataParallel is not offered: launch torchrun --nproc_per_node=N run.py --ddp (docs/distributed.md)"
 FOREIGN = [
@@ -183,8 +194,22 @@ FOREIGN = [
     Foreign("--factor", (TSLIB,), "`--factor` of the models that declare it (Informer's ProbSparse sampling, "
             "Auto-Correlation's top-k, Crossformer's routers); noted and ignored for the others",
             _model_flag(("factor", "router_factor"), "ignored: this model has full attention (no ProbSparse/Auto-Correlation factor)")),
-    Foreign("--factor", (OPENLTM,), "noted and ignored: read by OpenLTM's TTM only",
-            _note("ignored: read by OpenLTM's TTM only")),
+    Foreign("--factor", (OPENLTM,), "noted and ignored: OpenLTM's TTM fixes its mixers' expansion at 2 whatever it "
+            "says, as ours", _note("ignored: OpenLTM's TTM fixes its mixers' expansion at 2, as ours")),
+    Foreign("--patch_size", (OPENLTM,), "TTM: `--patch_len`, where its patches lie end to end as ours (`--stride` "
+            "equal to it, `--seq_len` a multiple of it), else refused; omitted: OpenLTM's 16. Other models: noted and "
+            "ignored", _ttm),
+    Foreign("--stride", (OPENLTM,), "TTM: must equal `--patch_size` (omitted: OpenLTM's 8, refused unless the patch "
+            "is 8). Models that declare `--stride` (PatchTST): theirs. Others: noted and ignored", _ttm),
+    Foreign("--AP_levels", (OPENLTM,), "TTM: `--ap_levels`, 1 for 0 (OpenLTM's 0 and 1 build the same mixer layers); "
+            "omitted: OpenLTM's 0", _ttm),
+    Foreign("--mode", (OPENLTM,), "TTM: `common_channel` only, refused otherwise (omitted: OpenLTM's `mix_channel`): "
+            "our TTM's backbone keeps channels apart, its decoder mixes them (`--d_mode mix_channel`)", _ttm),
+    Foreign("--d_mode", (OPENLTM,), "TTM: `--decoder_mode`; omitted: OpenLTM's `common_channel`", _ttm),
+    Foreign("--layers", (OPENLTM,), "TTM: `--d_layers`, the decoder's mixer layers; omitted: OpenLTM's 8", _ttm),
+    Foreign("--hidden_dim", (OPENLTM,), "TTM: `--decoder_d_model`; omitted: OpenLTM's 16", _ttm),
+    Foreign("--n_vars", (OPENLTM,), "TTM: checked against the data's channels (the data sets them)", _ttm),
+    Foreign("--use_decoder", (OPENLTM,), "noted: OpenLTM's TTM always has its decoder, as ours", _ttm, switch=True),
     Foreign("--use_norm", (TSLIB,), "`--use_norm` when 1 (TSLib's default), off when 0",
             _sets("use_norm", lambda f, v: _int(f, v) != 0)),
     Foreign("--distil", (TSLIB,), "`--no-distil`: TSLib's switch turns Informer's distilling off",
@@ -299,9 +324,8 @@ def complete(args, t: Translation) -> None:
     if t.dialect == TSLIB:
         _tslib_fixed(args, t)
         _set_model_flags(args, t)
-    if t.dialect == OPENLTM and args.model.lower() == "ttm":
-        raise ConfigError("--model ttm: OpenLTM's TTM (its patch stride, backbone mode and decoder width) is not "
-                          "translated; run ttm with our flags (python run.py --help)")
+    if t.dialect == OPENLTM:
+        _openltm_model_flags(args, t)
     if t.openltm_data is not None:
         args.data_path = args.data_path or "ETTh1.csv"  # OpenLTM's default file
         stem = os.path.splitext(os.path.basename(args.data_path))[0]
@@ -351,6 +375,65 @@ def _set_model_flags(args, t: Translation) -> None:
             t.notes.append(f"{flag} {value}: {otherwise}")
 
 
+def _openltm_model_flags(args, t: Translation) -> None:
+    """OpenLTM's TTM flags: TTM's hyper-parameters; for another model, its own --stride or a note."""
+    try:
+        model = models.resolve(args.model)
+        declared = models.hyperparameters(model)
+    except (KeyError, models.ModelFileError):
+        return  # validate() reports it
+    if model == "ttm":
+        _openltm_ttm(args, t)
+        return
+    for flag, value in t.ttm.items():
+        if flag[2:] in declared:  # --stride: PatchTST's here
+            setattr(args, flag[2:], _int(flag, value))
+        else:
+            _note("ignored: read by OpenLTM's TTM")(flag, value, t)
+
+
+def _openltm_ttm(args, t: Translation) -> None:
+    """The TTM of OpenLTM's flags (its defaults for those a script leaves out) as ours; where ours computes
+    something else, one line naming every such flag."""
+    for flag, (dest, default) in _OPENLTM_TTM.items():
+        if flag in t.ttm and dest in t.given:
+            raise ConfigError(f"{flag} and --{dest} both given: they set the same thing; keep one")
+        if dest not in t.given:
+            value = t.ttm.get(flag, default)
+            setattr(args, dest, value if dest == "decoder_mode" else _int(flag, value))
+    choices = next(f for f in models.hyperparameter_fields(models.model_class("ttm"))
+                   if f.name == "decoder_mode").metadata["choices"]
+    if args.decoder_mode not in choices:
+        raise ConfigError(f"--d_mode {args.decoder_mode}: one of {', '.join(choices)}")
+    args.ap_levels = max(args.ap_levels, 1)  # OpenLTM's 0 is e_layers plain mixer layers: our one level of them
+    if "head_dropout" not in t.given:
+        args.head_dropout = args.dropout  # OpenLTM's TTM drops out before its head at --dropout
+    if "--n_vars" in t.ttm:
+        t.channels["--n_vars"] = _int("--n_vars", t.ttm["--n_vars"])
+    if "--use_decoder" in t.ttm:
+        _note("OpenLTM's TTM always has its decoder, as ours")("--use_decoder", None, t)
+
+    def named(flag: str) -> str:
+        return flag if flag in t.ttm else f"{flag} (OpenLTM's default)"
+    unlike = []
+    mode = t.ttm.get("--mode", _OPENLTM_TTM_MODE)
+    if mode != "common_channel":
+        unlike.append(f"{named('--mode')} {mode} mixes channels in the backbone, ours in the decoder only "
+                      "(--d_mode mix_channel)")
+    stride = _int("--stride", t.ttm.get("--stride", _OPENLTM_TTM_STRIDE))
+    if stride != args.patch_len:
+        unlike.append(f"{named('--stride')} {stride} with --patch_size {args.patch_len} starts a patch every {stride} "
+                      "points, ours lie end to end")
+    elif args.patch_len >= 1 and args.seq_len % args.patch_len:  # a patch_len below 1: validate() says so
+        unlike.append(f"--seq_len {args.seq_len} is no multiple of --patch_size {args.patch_len}: its patches leave "
+                      "out the window's last points, ours its first")
+    if args.test_pred_len != args.output_token_len:
+        unlike.append(f"--test_pred_len {args.test_pred_len} with --output_token_len {args.output_token_len}: its head "
+                      "forecasts --test_pred_len points, ours --output_token_len, rolled out")
+    if unlike:
+        raise ConfigError("OpenLTM's TTM differs from ours: " + "; ".join(unlike))
+
+
 def check_channels(declared: dict, n_channels: int, covariate: bool, file: str) -> None:
     """--enc_in/--dec_in/--n_vars/--c_out are the data's channels (TSLib's MS scripts may say --c_out 1)."""
     for flag, value in declared.items():
@@ -374,7 +457,15 @@ def reference_markdown() -> str:
              "| `--task_name forecast` | OpenLTM | OpenLTM's defaults (autoregressive unless `--nonautoregressive`) |"]
     for f in FOREIGN:
         lines.append(f"| `{f.flag}` | {', '.join(f.dialects)} | {f.here} |")
-    lines += ["", "## What TSLib's code of a model fixes", "",
+    lines += ["", "## OpenLTM's TTM", "",
+              "`--model ttm` in an OpenLTM script trains our TTM where it computes what OpenLTM's does: the TTM flags "
+              "above set its hyper-parameters, its head drops out at `--dropout` (our `--head_dropout`, unless "
+              "given), and `--test_pred_len` must equal `--output_token_len` (OpenLTM's head forecasts "
+              "`--test_pred_len` points; ours forecasts `--output_token_len` and rolls out). OpenLTM's defaults mix "
+              "channels in the backbone and cut overlapping patches, which ours does not: its own `ttm_etth1.sh` is "
+              "refused, in one line naming `--mode` and `--stride`; with `--mode common_channel --stride` equal to "
+              "`--patch_size` it runs.",
+              "", "## What TSLib's code of a model fixes", "",
               "Whatever the script says, as TSLib's own model files do; flags only we have (`--head_dropout`, "
               "`--stride`), given explicitly, still win.", "",
               "| model | fixed |", "|---|---|"]

@@ -10,19 +10,18 @@ import time
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from tqdm import tqdm
 
 import models
 from data_provider.factory import DataBundle
 from data_provider.windows import Batch, eval_loader, eval_windows, sampled, train_loader
 from exp.identity import RunPlan, clear_run, features_code, write_record
 from models.base import Capabilities
-from utils import checkpoint, fsdp, interrupt
+from utils import checkpoint, fsdp, interrupt, threads
 from utils.dist import (DistEnv, all_gather_floats, all_gather_object, all_reduce_max, all_reduce_min, all_reduce_sum,
                         barrier, global_mean, slow_ranks)
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError, TrainingError
-from utils.log import GROUP
+from utils.log import GROUP, NoProgress, progress_bar
 from utils.memory import peak_rss_mb
 from utils.metrics import log_line, metrics_from_windows, names as metric_names, window_errors
 from utils.outputs import make_outputs
@@ -186,7 +185,8 @@ class ExpForecast:
         self.save_checkpoint = checkpoint.save_lazily if env.is_main else (lambda make_payload, path: None)
         self.write_record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
             if env.is_main else (lambda **status: None)
-        self.outputs = make_outputs(env.is_main, args.results_dir, plan.identity.setting)
+        self.outputs = make_outputs(env.is_main, args.results_dir, plan.identity, args.tracker, args.tracker_project)
+        self.progress = progress_bar if env.is_main else NoProgress  # (total, what) -> update(), close()
         self.forward_timer = RegionTimer(self.device)  # a rank's own compute, before the gradient all-reduce
         self.history = []  # per-epoch records, kept on every rank
         self.rows_resumed = 0  # history rows a resumed run found in its checkpoint: trained by an earlier process
@@ -304,9 +304,10 @@ class ExpForecast:
             self._save(plan.last_path, optimizer, scheduler, stopper, rng)  # what a restarted job resumes from
             self.outputs.epoch(row)
             self.write_record(status="training", epochs_done=len(self.history))
-            log.info("%s | train %.6f | vali %.6f | test %.6f | lr %.3g | %.1fs + %.1fs eval%s",
-                     course.progress(scheduler.steps), row["train_loss"], row["vali_loss"], row["test_loss"],
-                     row["lr"], row["train_seconds"], row["eval_seconds"], " | best" if improved else "")
+            log.info("%s | train %.6f | vali %.6f%s | lr %.3g | %.1fs + %.1fs eval%s",
+                     course.progress(scheduler.steps), row["train_loss"], row["vali_loss"],
+                     "" if a.no_epoch_test else f" | test {row['test_loss']:.6f}", row["lr"], row["train_seconds"],
+                     row["eval_seconds"], " | best" if improved else "")
             if stopper.stop and scheduler.steps < course.total:
                 log.info("early stopping: no improvement for %d %s", a.patience, course.unit)
         if a.visualize:
@@ -339,17 +340,20 @@ class ExpForecast:
     def _row(self, course: Course, batches, optimizer, scheduler, stopper, unfinished) -> dict:
         """Train up to the next validation (an epoch, or --val_every steps), validate and test: one history row."""
         first, last = scheduler.steps, course.row_end(scheduler.steps)
-        lr = scheduler.lr_at(course.row_start(first))  # also when resumed inside the row
+        # the lr of the row's first and last steps (per-step schedules change it inside a row), also when resumed
+        # inside the row
+        lr, lr_last = scheduler.lr_at(course.row_start(first)), scheduler.lr_at(last - 1)
         start = time.perf_counter()
         self.forward_timer.reset()
         train = self._train_steps(course, batches, last, optimizer, scheduler, stopper, unfinished)
         trained = time.perf_counter()
         self._warn_slow_ranks(course.span(first), self.forward_timer.total() / ((last - first) * self.args.accum_steps))
         vali_loss = self.vali(self.loaders["val"], self.criterion, is_test=self.args.valid_last)
-        test_loss = self.vali(self.loaders["test_rows"], self.criterion, is_test=True)
+        test_loss = math.nan if self.args.no_epoch_test else \
+            self.vali(self.loaders["test_rows"], self.criterion, is_test=True)
         return {**course.row_index(last, len(self.history)), "train_loss": train.pop("train_loss"),
-                "vali_loss": vali_loss, "test_loss": test_loss, "lr": lr, "train_seconds": trained - start,
-                "eval_seconds": time.perf_counter() - trained, **train}
+                "vali_loss": vali_loss, "test_loss": test_loss, "lr": lr, "lr_last": lr_last,
+                "train_seconds": trained - start, "eval_seconds": time.perf_counter() - trained, **train}
 
     def _train_steps(self, course: Course, batches, last: int, optimizer, scheduler, stopper, unfinished) -> dict:
         """Optimizer steps up to step `last`: the global mean train_loss of the row (and aux_<name> of each loss
@@ -363,8 +367,7 @@ class ExpForecast:
         accum = self.args.accum_steps
         losses, names = [] if unfinished is None else list(unfinished.to(self.device)), ()
         micro = (last - scheduler.steps) * accum
-        bar = tqdm(total=micro, desc=course.span(scheduler.steps), leave=False,
-                   disable=not self.env.is_main or None)
+        bar = self.progress(micro, course.span(scheduler.steps))
         for _, (epoch, i, batch) in zip(range(micro), batches):
             last_micro = (i + 1) % accum == 0
             with contextlib.nullcontext() if last_micro else self.no_sync():  # all-reduce once per group
@@ -429,6 +432,7 @@ class ExpForecast:
             "scheduler": scheduler.state_dict(), "scaler": self.scaler.state_dict(), "epoch": len(self.history) - 1,
             "step": scheduler.steps, "row_so_far": row_so_far, "early_stopping": stopper.state_dict(),
             "history": list(self.history), "rng": rng, "world_size": self.env.world_size,
+            "threads": torch.get_num_threads(),
             "identity": dataclasses.asdict(self.plan.identity), "args": vars(self.args)}, path)
 
     def _resume(self, optimizer, scheduler, stopper: EarlyStopping) -> torch.Tensor | None:
@@ -448,6 +452,8 @@ class ExpForecast:
         self.history[:] = state["history"]
         self.rows_resumed = len(self.history)
         self._restore_rng(state["rng"], state["epoch"])
+        if "threads" in state:  # absent from checkpoints written before thread counts were chosen
+            threads.resume_with(state["threads"])
         inside = state.get("row_so_far")  # absent from checkpoints written before runs by steps
         log.info("resumed from %s: %s done, step %d, best vali %.6f at row %d", path,
                  f"{len(self.history)} rows and {len(inside[0])} micro-batches" if inside else

@@ -23,17 +23,12 @@ import models
 from data_provider import corpus, datasets
 from data_provider.factory import feature_set
 from exp import dialects
-from utils import metrics, schedules
+from utils import cli, metrics, schedules, trackers
 from utils.errors import ConfigError
 from utils.schedules import LR_SCALES
 
 log = logging.getLogger(__name__)
 ROLES = ("tag", "model", "task", "data", "training", "schedule", "test", "none")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one clear line (via run.py's handler) instead of usage + message
-        raise ConfigError(f"{message} (see --help)")
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -92,7 +87,7 @@ def _model_flags(flags: _Flags) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = cli.ArgumentParser(  # one clear line (via run.py's handler) instead of usage + message
         description="Train and evaluate time-series forecasting models on 1 CPU, 1 GPU, or many GPUs/nodes "
                     "(torchrun --nproc_per_node=N run.py --ddp ...).",
         formatter_class=_HelpFormatter)
@@ -121,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
           help="data file inside root_path (default: the dataset's standard file)")
     f.add("data", "--target", default=None,
           help="target column of a CSV, moved to the last channel (default: the dataset's, OT for the benchmarks)")
+    f.add("data", "--date_format", default=None,
+          help="format of the CSV's dates: a strftime format as pandas' to_datetime takes it (README, Data), "
+               "ISO8601 (ISO dates of varying precision) or mixed (each date parsed on its own, slowly); default: "
+               "the format of the first date, inferred")
+    f.add("data", "--dayfirst", action="store_true",
+          help="the CSV's dates are day first (31/12/2020), where the first date leaves it open (01/02/2020)")
+    f.add("data", "--fill_missing", default=None, choices=datasets.FILL_METHODS,
+          help="fill missing values (NaN) inside each split after scaling, the count logged: ffill (forward, the "
+               "leading gap backward) or interpolate (linear, edges from the nearest value); default: NaN is an "
+               "error (PEMS: ffill)")
     f.add("data", "--freq", default=None,
           help="time features of this sampling frequency, TSLib's sets (s, t/min, h, d, b, w, m, q; 15min); "
                "default: from the timestamps, hour-based with minute for sub-hourly data")
@@ -208,10 +213,20 @@ def build_parser() -> argparse.ArgumentParser:
     f.add("test", "--test_drop_last", action="store_true",
           help="score only the test windows that fill whole global batches (batch_size x world size), as the "
                "original DLinear/PatchTST code did (off: every window is scored)")
+    f.add("none", "--no_epoch_test", action="store_true",
+          help="do not score the test split after every epoch (history's test_loss is then nan): saves that time; "
+               "early stopping reads the validation loss and the final test is the same")
     f.add("none", "--visualize", action="store_true",
           help="PNG plots of a few test windows and of the loss curves beside metrics.json")
     f.add("none", "--plot_channel", type=int, default=0,
           help="with --visualize: channel plotted beside the target (negative counts from the end)")
+    f.add("none", "--tracker", action="append", default=None,
+          help="also log each run (identity, per-epoch rows, test metrics) to an experiment tracker from the main "
+               "rank: mlflow (the store MLFLOW_TRACKING_URI names) or wandb (WANDB_MODE=offline without a network); "
+               "repeat it or give a comma list for both (--tracker mlflow,wandb); needs pip install -r "
+               "requirements-trackers.txt (docs/runs.md)")
+    f.add("none", "--tracker_project", default=trackers.DEFAULT_PROJECT,
+          help="with --tracker: the MLflow experiment and W&B project the runs are logged to")
 
     f.section("fault tolerance and fine-tuning")
     f.add("none", "--resume", default=None,
@@ -234,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
                "dropout draws differ per rank, so runs with dropout are equal in distribution only "
                "(docs/distributed.md)")
     f.add("none", "--device", default="auto", choices=["auto", "cpu", "cuda"], help="auto: CUDA when available")
+    f.add("none", "--threads", type=int, default=None,
+          help="CPU threads per process for torch's ops (default: OMP_NUM_THREADS if set, else the cores this "
+               "process may use shared among the node's ranks, one for small models: utils/threads.py)")
     f.add("none", "--dist_timeout", type=float, default=30.0,
           help="minutes a collective may wait for a peer before the job fails")
     f.add("training", "--fsdp", action="store_true",
@@ -318,6 +336,9 @@ def _resolve_data(args, known: dict) -> None:
         _require(args.target is None and not args.target_only and not args.covariate,
                  "--data corpus: every channel is its own series, so --target, --target_only and --covariate do "
                  "not apply")
+        _require(args.date_format is None and not args.dayfirst and args.fill_missing is None,
+                 "--data corpus drops dates and cuts its series at missing values: --date_format, --dayfirst and "
+                 "--fill_missing do not apply")
         _require(not models.capabilities(args.model).time_marks,
                  f"--data corpus has no timestamps, and model {args.model} reads calendar features")
         args.univariate = True
@@ -367,6 +388,8 @@ def validate(args) -> None:
     _require(args.warmup_epochs >= 0, f"--warmup_epochs must be >= 0, got {args.warmup_epochs}")
     _require(0 < args.pct_start < 1, f"--pct_start must be in (0, 1), got {args.pct_start}")
     _require(args.dist_timeout > 0, f"--dist_timeout must be > 0 minutes, got {args.dist_timeout}")
+    _require(args.threads is None or args.threads >= 1, f"--threads must be >= 1, got {args.threads}")
+    trackers.check(args)
 
     if args.nonautoregressive:
         _require(caps.direct, f"model {args.model} does not support direct (--nonautoregressive) forecasting")
@@ -377,6 +400,11 @@ def validate(args) -> None:
                  f"--seq_len {args.seq_len} must be a multiple of --input_token_len {args.input_token_len}")
     if args.freq is not None:
         feature_set(args.freq)
+    _require(args.date_format is None or "%" in args.date_format or args.date_format in ("ISO8601", "mixed"),
+             f"--date_format {args.date_format!r} is not a date format: give a strftime format (%d.%m.%Y %H:%M), "
+             "ISO8601 or mixed")
+    _require(not args.dayfirst or args.date_format in (None, "mixed"),
+             f"--date_format {args.date_format} fixes where the day is: drop --dayfirst")
     _require(not (args.target_only and (args.covariate or args.univariate)),
              "--target_only reads one channel: --covariate and --univariate do not apply")
     if args.covariate:

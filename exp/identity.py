@@ -92,6 +92,9 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
     config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
     if args.data == corpus.NAME:
         config["data"]["corpus_norm"] = args.corpus_norm
+    for name, default in (("date_format", None), ("dayfirst", False), ("fill_missing", None)):
+        if getattr(args, name) != default:  # added later: at their default, earlier runs keep their identity
+            config["data"][name] = getattr(args, name)
     if args.freq is not None and models.capabilities(args.model).time_marks:
         config["data"]["time_features"] = feature_set(args.freq)  # only models that read them
     if zero_shot(args):  # nothing is trained: the weights are what the test depends on
@@ -197,27 +200,29 @@ def _same_model_and_data(root: str, config: dict) -> list:
 
 
 # ---- planning each repetition ------------------------------------------------------------------------
-def plan_runs(args, data: DataBundle, world_size: int, adopted: RunIdentity | None = None) -> list:
-    """One RunPlan per repetition (repetition i: seed + i), decided before any rank trains."""
+def plan_runs(args, data: DataBundle, world_size: int, adopted: RunIdentity | None = None,
+              lock=lambda setting: None) -> list:
+    """One RunPlan per repetition (repetition i: seed + i), decided before any rank trains. lock(setting) is
+    called before a run's folders are read (utils/runlock.py: the main rank's lock for the run's life)."""
     test = test_name(args, world_size)
     plans = []
     for itr in range(args.itr):
         identity = adopted or make_identity(args, data, world_size, args.seed + itr)
+        testing_trained = not args.is_training and not zero_shot(args)
+        if testing_trained and not adopted:
+            identity = _trained_at_another_world_size(args, identity)
+        lock(identity.setting)
         checkpoint_dir = os.path.join(args.checkpoints, identity.setting)
         results_dir = os.path.join(args.results_dir, identity.setting)
         if args.is_training:
             train, resume_from, clear = _training_plan(args, identity, checkpoint_dir)
             test_checkpoint = os.path.join(checkpoint_dir, "checkpoint.pth")
-        elif zero_shot(args):  # the pretrained weights build_model loaded are tested as they are
-            train, resume_from, clear, test_checkpoint = False, None, False, None
-        else:
+        elif testing_trained:
             train, resume_from, clear = False, None, False
-            if not adopted:
-                identity = _trained_at_another_world_size(args, identity)
-                checkpoint_dir = os.path.join(args.checkpoints, identity.setting)
-                results_dir = os.path.join(args.results_dir, identity.setting)
             test_checkpoint = _test_checkpoint(args, data, identity, checkpoint_dir, adopted is not None,
-                                                   world_size)
+                                               world_size)
+        else:  # zero-shot: the pretrained weights build_model loaded are tested as they are
+            train, resume_from, clear, test_checkpoint = False, None, False, None
         plans.append(RunPlan(identity, checkpoint_dir, results_dir, test, train, resume_from, clear, test_checkpoint))
     return plans
 

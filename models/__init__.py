@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from types import SimpleNamespace
 
-from models.base import TASK_FIELDS, Capabilities
+from models.base import TASK_FIELDS, Capabilities, hparam
 
 _SKIP = {"base", "layers"}
 NAMES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
@@ -59,6 +59,12 @@ def _load(key: str):
     config = getattr(model, "Config", None)
     if config is not None and not dataclasses.is_dataclass(config):
         return ModelFileError(f"{where}: Model.Config must be a dataclass of hyper-parameters (models.base.hparam)")
+    for f in hyperparameter_fields(model):
+        if "help" not in f.metadata:  # a plain field (`hidden: int = 64`): a flag of its own, with no range
+            if f.default is dataclasses.MISSING:
+                return ModelFileError(f"{where}: Config field {f.name!r} needs a default, e.g. "
+                                      f"{f.name} = models.base.hparam(64, 'what it sets')")
+            f.metadata = hparam(f.default, f"{f.name} (a plain Config field of {where})").metadata
     revision = getattr(model, "revision", 1)
     if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
         return ModelFileError(f"{where}: Model.revision must be a positive int, got {revision!r}")

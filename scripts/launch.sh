@@ -1,8 +1,9 @@
 # Sourced by the experiment scripts: `launch <run.py flags>` runs on NGPU processes per node.
 #   NGPU=4 bash scripts/...                      4 GPUs (or 4 CPU processes) on this node
 #   NNODES=2 NODE_RANK=0|1 MASTER_ADDR=host0 MASTER_PORT=29500 NGPU=8 bash scripts/...   two nodes
-# One process runs plain `python run.py`; more run `torchrun ... run.py --ddp`. GPU ids are never
-# hard-coded: restrict them with CUDA_VISIBLE_DEVICES if needed.
+# One process runs plain `python run.py`; more run torchrun ... run.py --ddp, through scripts/torchrun.py, which
+# ends a stop or a failure in one line and the usual exit code. GPU ids are never hard-coded: restrict them with
+# CUDA_VISIBLE_DEVICES if needed.
 NGPU=${NGPU:-1}
 NNODES=${NNODES:-1}
 export DATA_ROOT=${DATA_ROOT:-./dataset}  # exported: run.py names it when a data file is missing
@@ -11,11 +12,11 @@ RESULTS=${RESULTS:-./results}
 
 launch() {
   if [ "$NNODES" -gt 1 ]; then
-    torchrun --nnodes="$NNODES" --node_rank="${NODE_RANK:?set NODE_RANK}" --nproc_per_node="$NGPU" \
+    python -m scripts.torchrun --nnodes="$NNODES" --node_rank="${NODE_RANK:?set NODE_RANK}" --nproc_per_node="$NGPU" \
       --rdzv_backend=c10d --rdzv_endpoint="${MASTER_ADDR:?set MASTER_ADDR}:${MASTER_PORT:-29500}" \
       run.py --ddp --checkpoints "$CHECKPOINTS" --results_dir "$RESULTS" "$@"
   elif [ "$NGPU" -gt 1 ]; then
-    torchrun --standalone --nproc_per_node="$NGPU" run.py --ddp --checkpoints "$CHECKPOINTS" --results_dir "$RESULTS" "$@"
+    python -m scripts.torchrun --standalone --nproc_per_node="$NGPU" run.py --ddp --checkpoints "$CHECKPOINTS" --results_dir "$RESULTS" "$@"
   else
     python run.py --checkpoints "$CHECKPOINTS" --results_dir "$RESULTS" "$@"
   fi

@@ -14,9 +14,10 @@ Cells run in --workers processes (default: one per GPU, else one per CPU core), 
 once, keeping the data files it has read, and using its share of the cores (--threads). A cell whose run has
 finished and been tested (its identity's results are there) is skipped, an interrupted one continues from its
 last epoch (--resume auto), so a killed sweep run again picks up where it stopped. A failing cell is reported
-with its error line and the others go on. Each cell's log is SWEEP_DIR/logs/<cell>.log; at the end the report
-of the results folder (utils.report: seeds averaged, paper gaps) is printed and written, and the sweep's cells
-with their outcome to SWEEP_DIR/cells.csv. --nproc N runs every cell as an N-process DDP job (torchrun).
+with its error line and the others go on. Each cell's log is SWEEP_DIR/logs/<cell>.log, its outcome a row of
+SWEEP_DIR/cells.csv as soon as it finishes; at the end the report of the results folder (utils.report: seeds
+averaged, paper gaps) is printed and written. --nproc N runs every cell as an N-process DDP job (torchrun).
+Flags run.py does not know, and malformed values, stop the sweep before it starts: one line, exit code 2.
 """
 import argparse
 import contextlib
@@ -25,11 +26,15 @@ import itertools
 import logging
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
 import traceback
 from typing import NamedTuple
+
+from utils import cli
+from utils.errors import ConfigError
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DONE, SKIPPED, FAILED = "done", "skipped", "failed"
@@ -62,7 +67,7 @@ def axes(tokens: list, whole: set) -> list:
         if token.startswith("--"):
             found.append((token, []))
         elif not found:
-            raise ValueError(f"{token!r} comes before any flag")
+            raise ConfigError(f"{token!r} comes before any flag")
         else:
             flag, values = found[-1]
             values += [token] if flag in whole else [v for v in token.split(",") if v != ""]
@@ -88,11 +93,12 @@ def paper_cells(models_: list, datasets: list, data_root: str, horizons: list | 
     cells, notes = [], []
     for model in models_:
         if model not in make_scripts.MODELS:
-            raise ValueError(f"--paper {model}: no paper settings (scripts/make_scripts.py knows "
-                             f"{', '.join(make_scripts.MODELS)})")
+            raise ConfigError(f"model {model} has no paper settings (scripts/make_scripts.py has them for "
+                              f"{', '.join(make_scripts.MODELS)})")
         for ds in datasets:
             if ds not in make_scripts.DATASETS:
-                raise ValueError(f"--datasets {ds}: not a benchmark of scripts/make_scripts.py")
+                raise ConfigError(f"dataset {ds} is not a benchmark of scripts/make_scripts.py (they are "
+                                  f"{', '.join(make_scripts.DATASETS)})")
             if make_scripts.MODELS[model](ds) is None:
                 notes.append(f"{model} has no paper setting on {ds}")
                 continue
@@ -183,17 +189,22 @@ def torchrun(nproc: int, entry: list, log) -> int:
 def last_error(log_path: str) -> str:
     """The last line of a failed DDP job's log that names an error."""
     with open(log_path) as f:
-        lines = [line.strip() for line in f if "error" in line.lower()]
-    return lines[-1] if lines else "the job failed (see its log)"
+        return cli.error_line(f.read(), "the job failed (see its log)")
 
 
 def prepare_worker(threads: int) -> None:
     """A process about to run many cells: imports once what every run needs, then freezes the collector."""
+    import threading  # noqa: PLC0415
     import torch  # noqa: PLC0415 - after the parent set this worker's devices
     import torch._dynamo  # noqa: F401, PLC0415 - what every run imports lazily (its optimizer, TensorBoard), once
     import torch.utils.tensorboard  # noqa: F401, PLC0415
+    from tqdm import tqdm  # noqa: PLC0415
     import run  # noqa: F401, PLC0415
     torch.set_num_threads(threads)
+    # tqdm's default lock is a multiprocessing one: in a spawned process a named semaphore, which a worker stopped
+    # mid-cell (an interrupted or killed sweep) would leave behind, and the resource tracker warn of at exit. The
+    # bars of a worker's runs go to their logs alone: a thread lock serves.
+    tqdm.set_lock(threading.RLock())
     # Everything imported so far lives as long as the worker: the collector need not scan it again at every
     # cell (run.main collects garbage after each run, which would cost ~0.4 s a cell over torch's objects).
     gc.freeze()
@@ -211,16 +222,20 @@ def end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(tasks, outcomes, threads: int, nproc: int, parent: int) -> None:
+def _worker(connection, threads: int, nproc: int, parent: int) -> None:
+    """Runs the cells the sweep sends over `connection`, answering each with its Outcome, until told to stop."""
     end_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the sweep decides
     prepare_worker(threads)
     while True:
-        task = tasks.get()
+        try:
+            task = connection.recv()
+        except EOFError:  # the sweep has gone
+            return
         if task is None or os.getppid() != parent:
             return
         index, argv, log_path = task
-        outcomes.put((index, os.getpid()))
-        outcomes.put((index, run_cell(argv, log_path, nproc)))
+        connection.send((index, run_cell(argv, log_path, nproc)))
 
 
 # ---- the sweep ----------------------------------------------------------------------------------------------
@@ -234,7 +249,7 @@ def plan_workers(nproc: int, devices: list | None) -> tuple:
         devices = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
     if devices:
         if len(devices) < nproc:
-            raise SystemExit(f"error: {len(devices)} GPUs cannot run cells of --nproc {nproc}")
+            raise ConfigError(f"{len(devices)} GPUs cannot run cells of --nproc {nproc}")
         per_worker = [devices[w * nproc:(w + 1) * nproc] for w in range(len(devices) // nproc)]
         return len(per_worker), max(cores // len(devices), 1), per_worker
     workers = max(cores // nproc, 1)  # independent processes scale better than threads within one
@@ -274,15 +289,14 @@ def submit(cells: list, sweep_dir: str, tasks: int, threads: int, nproc: int, ex
     round-robin to `tasks` array tasks that each run their share like a worker; waits for them. The results
     folder must be on storage every node sees; a task's cells are skipped or resumed there as in a sweep."""
     import submitit  # noqa: PLC0415
-    names = cell_names(cells)
-    logs = [os.path.join(sweep_dir, "logs", f"{n}.log") for n in names]
+    record = Record(sweep_dir, cells)
+    logs = [cell_log(sweep_dir, name) for name in record.names]
     groups = [list(range(t, len(cells), tasks)) for t in range(min(tasks, len(cells)))]
     executor = submitit.AutoExecutor(folder=os.path.join(sweep_dir, "submitit"), cluster=executor_kind)
     executor.update_parameters(**parameters)
     jobs = executor.map_array(run_group, [[(cells[i], logs[i]) for i in g] for g in groups],
                               [threads] * len(groups), [nproc] * len(groups))
     print(f"submitted {len(jobs)} array tasks ({executor_kind}): {jobs[0].job_id.split('_')[0]}")
-    results = [None] * len(cells)
     for group, job in zip(groups, jobs):
         try:
             outcomes = job.results()[0]
@@ -290,134 +304,184 @@ def submit(cells: list, sweep_dir: str, tasks: int, threads: int, nproc: int, ex
             outcomes = [Outcome(FAILED, 0.0, 0.0, f"array task {job.job_id} failed: {str(e).splitlines()[-1]}")] \
                 * len(group)
         for i, outcome in zip(group, outcomes):
-            results[i] = outcome
+            record.add(i, outcome)
             if outcome.error:
-                print(f"failed: {names[i]}: {outcome.error}", file=sys.stderr)
-    return results
+                print(f"failed: {record.names[i]}: {outcome.error}", file=sys.stderr)
+    return record.results
 
 
 def cell_names(cells: list) -> list:
     return [f"{i:03d}_{label(argv)}" for i, argv in enumerate(cells)]
 
 
+def cell_log(sweep_dir: str, name: str) -> str:
+    return os.path.join(sweep_dir, "logs", f"{name}.log")
+
+
+class Record:
+    """SWEEP_DIR/cells.csv: the outcome of every cell finished so far, written again (atomically) as each one
+    finishes, so that a sweep killed midway leaves the cells it finished recorded."""
+    FIELDS = ("cell", "outcome", "seconds", "epoch_seconds", "error", "command")
+
+    def __init__(self, sweep_dir: str, cells: list):
+        self.path, self.cells, self.names = os.path.join(sweep_dir, "cells.csv"), cells, cell_names(cells)
+        self.results = [None] * len(cells)
+
+    def add(self, index: int, outcome: Outcome) -> None:
+        from utils.files import write_csv  # noqa: PLC0415
+        self.results[index] = outcome
+        write_csv(self.path, self.FIELDS, [
+            dict(zip(self.FIELDS, (name, r.status, f"{r.seconds:.3f}", f"{r.epoch_seconds:.3f}", r.error or "",
+                                   " ".join(argv))))
+            for name, r, argv in zip(self.names, self.results, self.cells) if r is not None])
+
+
 def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 1, gpus: list | None = None,
           progress: bool = True) -> list:
-    """Run every cell; returns their Outcomes in cell order."""
+    """Run every cell; returns their Outcomes in cell order.
+
+    Each worker has a pipe of its own: an idle worker is sent the next cell and answers with its outcome. Pipes
+    hold no named semaphores (a multiprocessing queue does), so a sweep killed midway leaves none behind."""
+    from multiprocessing.connection import wait  # noqa: PLC0415
     from tqdm import tqdm  # noqa: PLC0415
-    names = cell_names(cells)
+    record = Record(sweep_dir, cells)
     context = multiprocessing.get_context("spawn")  # no inherited torch state, threads or CUDA context
-    # outcomes: a SimpleQueue writes at put(), so a worker's "started" reaches us even if it dies right after
-    tasks, outcomes = context.Queue(), context.SimpleQueue()
-    for i, argv in enumerate(cells):
-        tasks.put((i, argv, os.path.join(sweep_dir, "logs", f"{names[i]}.log")))
-    workers = min(workers, len(cells))
-    processes = []
-    for w in range(workers):
-        tasks.put(None)  # one stop sign per worker, after every cell
+    alive = {}  # the sweep's end of each worker's pipe -> the worker
+    for w in range(min(workers, len(cells))):
+        ours, theirs = context.Pipe()
         with spawn_environment(threads, worker_gpus(gpus, w)):
-            p = context.Process(target=_worker, args=(tasks, outcomes, threads, nproc, os.getpid()), daemon=True)
-            p.start()
-        processes.append(p)
-    results, running = [None] * len(cells), {}  # running: cell index -> its worker's pid
+            worker = context.Process(target=_worker, args=(theirs, threads, nproc, os.getpid()), daemon=True)
+            worker.start()
+        theirs.close()
+        alive[ours] = worker
+    queued, running = list(range(len(cells))), {}  # running: pipe -> the cell its worker runs
     bar = tqdm(total=len(cells), desc="sweep", disable=not progress, dynamic_ncols=True)
 
     def finish(index: int, outcome: Outcome) -> None:
-        results[index] = outcome
-        running.pop(index, None)
+        record.add(index, outcome)
         bar.update(1)
         if outcome.error:
-            bar.write(f"failed: {names[index]}: {outcome.error}", file=sys.stderr)
-        count = {status: sum(r is not None and r.status == status for r in results) for status in (DONE, SKIPPED, FAILED)}
+            bar.write(f"failed: {record.names[index]}: {outcome.error}", file=sys.stderr)
+        count = {status: sum(r is not None and r.status == status for r in record.results)
+                 for status in (DONE, SKIPPED, FAILED)}
         bar.set_postfix(**count, running=len(running))
 
     try:
-        while any(r is None for r in results):
-            if outcomes.empty():  # a worker killed from outside (out of memory): its cell fails, the rest go on
-                for index, pid in list(running.items()):
-                    worker = next(p for p in processes if p.pid == pid)
-                    if not worker.is_alive() and outcomes.empty():
-                        finish(index, Outcome(FAILED, 0.0, 0.0, f"its worker died (exit code {worker.exitcode})"))
-                if not any(p.is_alive() for p in processes) and outcomes.empty():
-                    for index in (i for i, r in enumerate(results) if r is None):
-                        finish(index, Outcome(FAILED, 0.0, 0.0, "no worker left to run it"))
-                time.sleep(0.2)
-                continue
-            index, message = outcomes.get()
-            if isinstance(message, int):  # a worker (this pid) has started the cell
-                running[index] = message
-                bar.set_postfix(running=len(running))
-            else:
-                finish(index, message)
+        while queued or running:
+            for pipe in [pipe for pipe in alive if pipe not in running]:
+                if not queued:
+                    break
+                try:
+                    pipe.send((queued[0], cells[queued[0]], cell_log(sweep_dir, record.names[queued[0]])))
+                except OSError:  # its worker has died: found below
+                    continue
+                running[pipe] = queued.pop(0)
+            if not alive:
+                for index in queued:
+                    finish(index, Outcome(FAILED, 0.0, 0.0, "no worker left to run it"))
+                break
+            ready = wait([*alive, *(worker.sentinel for worker in alive.values())])
+            for pipe, worker in list(alive.items()):
+                if pipe in ready:
+                    try:
+                        index, outcome = pipe.recv()
+                    except EOFError:  # the worker is ending
+                        worker.join()
+                    else:
+                        del running[pipe]
+                        finish(index, outcome)
+                        continue
+                if not worker.is_alive():  # killed from outside (out of memory): its cell fails, the rest go on
+                    del alive[pipe]
+                    pipe.close()
+                    if pipe in running:
+                        finish(running.pop(pipe), Outcome(FAILED, 0.0, 0.0,
+                                                          f"its worker died (exit code {worker.exitcode})"))
+    except BaseException as e:
+        for worker in alive.values():  # the cells they run stop where they are; run again, they resume
+            worker.terminate()
+        if isinstance(e, KeyboardInterrupt):
+            finished = sum(r is not None for r in record.results)
+            raise KeyboardInterrupt(f"{finished} of {len(cells)} cells finished, their outcomes in {record.path}; "
+                                    "the same command again runs the rest") from None
+        raise
     finally:
         bar.close()
-        for p in processes:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-    return results
-
-
-def _write_outcomes(path: str, names: list, cells: list, results: list) -> None:
-    from utils.files import write_csv  # noqa: PLC0415
-    fields = ("cell", "outcome", "seconds", "epoch_seconds", "error", "command")
-    write_csv(path, fields, [dict(zip(fields, (name, r.status, f"{r.seconds:.3f}", f"{r.epoch_seconds:.3f}",
-                                              r.error or "", " ".join(argv))))
-                             for name, r, argv in zip(names, results, cells)])
+        for pipe, worker in alive.items():
+            with contextlib.suppress(OSError):
+                pipe.send(None)
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join()
+            pipe.close()
+    return record.results
 
 
 def parse(argv: list) -> tuple:
     """(the sweep's own options, the run.py tokens of the grid)."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
-    p.add_argument("--workers", type=int, help="processes running cells at once (default: see above); more "
-                   "workers than GPUs share them in turn")
-    p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
-    p.add_argument("--nproc", type=int, default=1, help="processes per cell: N > 1 runs each cell under DDP")
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           allow_abbrev=False)  # an abbreviation would take a run.py flag for one of ours
+    p.add_argument("--workers", type=cli.at_least(1), help="processes running cells at once (default: see above); "
+                   "more workers than GPUs share them in turn")
+    p.add_argument("--threads", type=cli.at_least(1), help="CPU threads per worker (default: the cores shared out)")
+    p.add_argument("--nproc", type=cli.at_least(1), default=1,
+                   help="processes per cell: N > 1 runs each cell under DDP")
     p.add_argument("--devices", help="comma list of the GPU ids to use (default: every visible GPU)")
     p.add_argument("--paper", help="comma list of models: their paper-setting scripts' cells (with --datasets)")
     p.add_argument("--datasets", help="comma list of benchmark datasets for --paper")
-    p.add_argument("--horizons", help="comma list: --paper's cells at these of each dataset's horizons only")
+    p.add_argument("--horizons", type=cli.int_list,
+                   help="comma list: --paper's cells at these of each dataset's horizons only")
     p.add_argument("--data_root", default=os.environ.get("DATA_ROOT", "./dataset"),
                    help="folder of the benchmark datasets for --paper (default $DATA_ROOT or ./dataset)")
     p.add_argument("--sweep_dir", help="where logs and cells.csv go (default: RESULTS_DIR/sweep)")
     p.add_argument("--submit", choices=("slurm", "local"), help="submit the cells as a job array through submitit "
                    "(local: processes on this machine, for trying it) instead of running workers here")
-    p.add_argument("--tasks", type=int, default=4, help="with --submit: array tasks the cells are dealt to (4)")
+    p.add_argument("--tasks", type=cli.at_least(1), default=4,
+                   help="with --submit: array tasks the cells are dealt to (4)")
     p.add_argument("--partition", help="with --submit slurm: the partition")
-    p.add_argument("--gpus_per_task", type=int, default=0, help="with --submit slurm: GPUs of each task")
-    p.add_argument("--timeout_min", type=int, default=60, help="with --submit: time limit of a task in minutes")
+    p.add_argument("--gpus_per_task", type=cli.at_least(0), default=0, help="with --submit slurm: GPUs of each task")
+    p.add_argument("--timeout_min", type=cli.at_least(1), default=60,
+                   help="with --submit: time limit of a task in minutes")
     p.add_argument("--dry_run", action="store_true", help="print the cells and stop")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_known_args(argv)
 
 
+def parse_cells(cells: list) -> list:
+    """run.py's arguments of every cell: a flag run.py does not know or a malformed value stops the sweep before
+    it starts, not each cell in its worker."""
+    from exp.flags import parse_args  # noqa: PLC0415
+    parsed = []
+    for name, argv in zip(cell_names(cells), cells):
+        try:
+            parsed.append(parse_args(argv))
+        except ConfigError as e:
+            raise ConfigError(f"cell {name}: {e}" if len(cells) > 1 else str(e)) from None
+    return parsed
+
+
 def main(argv=None) -> list:
     options, tokens = parse(sys.argv[1:] if argv is None else argv)
     if options.paper and not options.datasets:
-        raise SystemExit("error: --paper needs --datasets")
-    whole = list_valued_flags()
-    try:
-        grid = expand(tokens, whole)
-        if options.paper:
-            horizons = [int(h) for h in options.horizons.split(",")] if options.horizons else None
-            paper, notes = paper_cells(options.paper.split(","), options.datasets.split(","), options.data_root,
-                                       horizons)
-            cells = [p + g for p in paper for g in grid]
-        else:
-            cells, notes = grid, []
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
+        raise ConfigError("--paper needs --datasets")
+    grid = expand(tokens, list_valued_flags())
+    if options.paper:
+        paper, notes = paper_cells(options.paper.split(","), options.datasets.split(","), options.data_root,
+                                   options.horizons)
+        cells = [p + g for p in paper for g in grid]
+    else:
+        cells, notes = grid, []
     if not cells or cells == [[]]:
-        raise SystemExit("error: no cells: give run.py flags, --paper MODELS --datasets DATASETS, or both")
+        raise ConfigError("no cells: give run.py flags, --paper MODELS --datasets DATASETS, or both")
     for note in notes:
         print(f"note: {note}")
+    results_dir = parse_cells(cells)[0].results_dir  # where results go, as run.py decides it
     if options.dry_run:
         print("\n".join(" ".join(c) for c in cells))
         return []
     workers, threads, gpus = plan_workers(options.nproc, options.devices.split(",") if options.devices else None)
     workers, threads = options.workers or workers, options.threads or threads
-    from exp.flags import parse_args  # noqa: PLC0415 - where results go, as run.py decides it
-    results_dir = parse_args(cells[0]).results_dir
     sweep_dir = options.sweep_dir or os.path.join(results_dir, "sweep")
     workers = min(workers, len(cells))
     if options.submit:
@@ -431,11 +495,10 @@ def main(argv=None) -> list:
     else:
         print(f"{len(cells)} cells on {workers} workers x {threads} threads; logs in {sweep_dir}/logs")
         results = sweep(cells, sweep_dir, workers, threads, options.nproc, gpus, progress=not options.quiet)
-    _write_outcomes(os.path.join(sweep_dir, "cells.csv"), cell_names(cells), cells, results)
     failed = [r for r in results if r.status == FAILED]
     ran = [r for r in results if r.status == DONE]
     from utils import report  # noqa: PLC0415
-    with contextlib.suppress(SystemExit):  # no finished run at all: the failures above say why
+    with contextlib.suppress(ConfigError):  # no finished run at all: the failures above say why
         report.main([results_dir])
     overhead = f" (beyond their epochs {sum(r.seconds - r.epoch_seconds for r in ran) / len(ran):.2f} s a cell)" \
         if ran and options.nproc == 1 else ""
@@ -445,4 +508,4 @@ def main(argv=None) -> list:
 
 
 if __name__ == "__main__":
-    sys.exit(1 if any(r.status == FAILED for r in main()) else 0)
+    sys.exit(1 if any(r.status == FAILED for r in cli.run(main)) else 0)

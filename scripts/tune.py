@@ -25,6 +25,7 @@ optimisation history), then the best configuration is trained with --final_seeds
 """
 import argparse
 import contextlib
+import copy
 import hashlib
 import io
 import json
@@ -33,6 +34,8 @@ import os
 import sys
 
 from scripts import sweep
+from utils import cli
+from utils.errors import ConfigError
 
 DEFAULT_SPACE = {"learning_rate": (1e-5, 1e-2, True, None)}  # the framework's own: every model has an lr
 
@@ -41,7 +44,7 @@ def _flag_type(name: str):
     from exp.flags import build_parser  # noqa: PLC0415
     action = build_parser()._option_string_actions.get(f"--{name}")  # noqa: SLF001 - argparse has no public lookup
     if action is None:
-        raise ValueError(f"--space {name}: run.py has no flag --{name}")
+        raise ConfigError(f"--space {name}: run.py has no flag --{name}")
     return action.type or str
 
 
@@ -51,15 +54,26 @@ def parse_space(specs: list) -> dict:
     for spec in specs:
         name, _, body = spec.partition("=")
         kind = _flag_type(name)
+
+        def typed(text: str):
+            try:
+                return kind(text)
+            except (ValueError, argparse.ArgumentTypeError):
+                raise ConfigError(f"--space {spec}: {text!r} is not a value of --{name}") from None
+
         if not body:
-            raise ValueError(f"--space {spec}: give NAME=LOW:HIGH[:log] or NAME=A,B,C")
+            raise ConfigError(f"--space {spec}: give NAME=LOW:HIGH[:log] or NAME=A,B,C")
         if ":" in body:
             low, high, *log = body.split(":")
             if log not in ([], ["log"]) or kind not in (int, float):
-                raise ValueError(f"--space {spec}: a range is LOW:HIGH or LOW:HIGH:log, of a numeric flag")
-            space[name] = (kind(low), kind(high), bool(log), None)
+                raise ConfigError(f"--space {spec}: a range is LOW:HIGH or LOW:HIGH:log, of a numeric flag")
+            low, high = typed(low), typed(high)
+            if not low < high or (log and low <= 0):
+                raise ConfigError(f"--space {spec}: a range needs LOW < HIGH"
+                                  + (", and LOW > 0 on a log scale" if log else ""))
+            space[name] = (low, high, bool(log), None)
         else:
-            space[name] = (None, None, False, tuple(kind(v) for v in body.split(",")))
+            space[name] = (None, None, False, tuple(typed(v) for v in body.split(",")))
     return space
 
 
@@ -231,13 +245,16 @@ def summarise(study, tune_dir: str) -> str:
 
 
 def parse(argv: list) -> tuple:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
-    p.add_argument("--trials", type=int, required=True, help="trials of the study in all (counting earlier runs)")
-    p.add_argument("--workers", type=int, help="processes running trials at once (default: one per CPU core)")
-    p.add_argument("--threads", type=int, help="CPU threads per worker (default: the cores shared out)")
-    p.add_argument("--nproc", type=int, default=1, help="processes per trial: more runs each trial as a torchrun "
-                   "DDP job of that size (its main rank reports to the study and decides pruning for every rank)")
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           allow_abbrev=False)  # an abbreviation would take a run.py flag for one of ours
+    p.add_argument("--trials", type=cli.at_least(1), required=True,
+                   help="trials of the study in all (counting earlier runs)")
+    p.add_argument("--workers", type=cli.at_least(1),
+                   help="processes running trials at once (default: one per CPU core)")
+    p.add_argument("--threads", type=cli.at_least(1), help="CPU threads per worker (default: the cores shared out)")
+    p.add_argument("--nproc", type=cli.at_least(1), default=1, help="processes per trial: more runs each trial as a "
+                   "torchrun DDP job of that size (its main rank reports to the study and decides pruning for every "
+                   "rank)")
     p.add_argument("--space", action="append", default=[], help="NAME=LOW:HIGH[:log] or NAME=A,B,C (repeatable): "
                    "the whole search space instead of the default one")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the study's folder)")
@@ -245,27 +262,32 @@ def parse(argv: list) -> tuple:
     p.add_argument("--tune_dir", help="folder of the studies (default: tune/ beside the results folder)")
     p.add_argument("--seed", type=int, default=0, help="seed of the TPE sampler (worker w: seed + w)")
     p.add_argument("--pruner", choices=("median", "none"), default="median")
-    p.add_argument("--prune_after", type=int, default=3, help="finished trials before the pruner compares (3)")
-    p.add_argument("--final_seeds", default="2021,2022,2023", help="seeds the best configuration is trained with "
-                   "('' to skip)")
+    p.add_argument("--prune_after", type=cli.at_least(0), default=3,
+                   help="finished trials before the pruner compares (3)")
+    p.add_argument("--final_seeds", type=cli.int_list, default="2021,2022,2023",
+                   help="seeds the best configuration is trained with ('' to skip)")
     return p.parse_known_args(argv)
 
 
 def main(argv=None) -> dict:
     import optuna  # noqa: PLC0415
-    from exp.flags import parse_args  # noqa: PLC0415
+    import models  # noqa: PLC0415
+    from exp.flags import parse_args, parser, validate  # noqa: PLC0415
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     options, tokens = parse(sys.argv[1:] if argv is None else argv)
     cells = sweep.expand(tokens, sweep.list_valued_flags())
     if len(cells) != 1:
-        raise SystemExit(f"error: tuning starts from one configuration; the flags make {len(cells)} (a list of "
-                         "values is a sweep's axis: use --space for what is searched)")
+        raise ConfigError(f"tuning starts from one configuration; the flags make {len(cells)} (a list of values is "
+                          "a sweep's axis: use --space for what is searched)")
     base = cells[0]
     args = parse_args(base)
-    try:
-        space = parse_space(options.space) if options.space else model_space(args.model)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
+    validate(copy.copy(args))  # bad flags stop the study before it starts; its name keeps them as given
+    space = parse_space(options.space) if options.space else model_space(args.model)
+    declared = models.hyperparameters(args.model)
+    foreign = [name for name in space if name in parser().model_flag_defaults and name not in declared]
+    if foreign:
+        raise ConfigError(f"--space {foreign[0]}: not a hyper-parameter of {args.model}, so every trial would "
+                          "ignore it")
     digest = hashlib.sha256(json.dumps([base, sorted(space.items())], default=str).encode()).hexdigest()[:8]
     study_name = options.study or f"{args.model}_{args.data}_{digest}"
     # beside the results folder, not in it: the report of the final runs must not average the trials with them
@@ -294,12 +316,12 @@ def main(argv=None) -> dict:
     summary = summarise(study, tune_dir)
     print(summary, end="")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    seeds = [s for s in options.final_seeds.split(",") if s]
-    if complete and seeds:
+    if complete and options.final_seeds:
         best = _flags(study.best_trial.params)
-        sweep.main(["--quiet", "--nproc", str(options.nproc), *base, *best, "--seed", ",".join(seeds)])
+        sweep.main(["--quiet", "--nproc", str(options.nproc), *base, *best, "--seed",
+                    ",".join(map(str, options.final_seeds))])
     return {"study": study, "tune_dir": tune_dir}
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -13,6 +13,13 @@ from data_provider import synthetic
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fingerprint_cache(tmp_path_factory):
+    """The file-fingerprint cache of every test (and the processes it starts) in a folder of the session."""
+    os.environ["TSF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    return os.environ["TSF_CACHE_DIR"]
+
+
 @pytest.fixture(scope="session")
 def tiny_csv(tmp_path_factory):
     """602 hourly rows: 358 train, 46 validation and 105 test windows with the tiny settings below."""
@@ -148,8 +155,9 @@ def repo_copy(tmp_path):
 
 
 def run_dirs(results_dir) -> list:
-    """The run folders under a results dir (each holds history.csv and one folder per test)."""
-    return sorted(p for p in results_dir.iterdir() if p.is_dir())
+    """The run folders under a results dir (each holds history.csv and one folder per test; .locks holds the
+    runs' locks)."""
+    return sorted(p for p in results_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def metrics_of(results_dir, test="tp16") -> list:

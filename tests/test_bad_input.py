@@ -2,6 +2,7 @@
 
 The cases are the rows of the bad-input table in docs/distributed.md; a test keeps the two in step.
 """
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 import run
+from data_provider import synthetic
 from tests.conftest import REPO, run_cli, run_process
 from utils import interrupt
 from utils.errors import ConfigError
@@ -79,6 +81,12 @@ def _dates(order):
     return frame
 
 
+def _dates_as(date_format):
+    frame = _frame()
+    frame["date"] = frame["date"].dt.strftime(date_format)
+    return frame
+
+
 def _finished(tmp_path, flags):
     run.main(flags + ["--train_epochs", "1"])
     return ["--train_epochs", "1"]
@@ -100,6 +108,28 @@ def _other_data(tmp_path, flags):
     return ["--is_training", "0", "--test_dir", setting] + _write(tmp_path, "other.csv", _frame())
 
 
+def _run_in_use(tmp_path, flags):
+    """A run whose lock records a live launch on another host (a fresh heartbeat): one the kernel lock of this
+    host cannot see."""
+    setting = run.main(flags + ["--train_epochs", "1"])[0]["metrics"]["setting"]
+    record = tmp_path / "ckpt" / ".locks" / f"{setting}.lock"
+    record.write_text(json.dumps({"host": "node7", "pid": 4242, "since": "12:00:00", "command": "run.py ...",
+                                  "heartbeat": time.time()}))
+    return ["--train_epochs", "1", "--resume", "auto"]
+
+
+def _data_edited_since_training(tmp_path, flags):
+    """The data file changed in its middle after training, its size kept: testing the run on it is refused."""
+    big = tmp_path / "big.csv"
+    synthetic.write_csv(synthetic.generate(length=4000, n_covariates=2, seed=1), str(big))
+    data = ["--data", "custom", "--root_path", str(tmp_path), "--data_path", "big.csv", "--train_epochs", "1"]
+    setting = run.main(flags + data)[0]["metrics"]["setting"]
+    lines = big.read_text().splitlines(keepends=True)
+    lines[2000] = lines[2000][:-2] + ("1" if lines[2000][-2] != "1" else "2") + "\n"
+    big.write_text("".join(lines))
+    return data + ["--is_training", "0", "--test_dir", setting]
+
+
 # row of the documented table -> (maker(tmp folder, the test's run.py flags) -> flags to add, the error's telling part)
 CASES = {
     "missing file": (lambda p, f: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
@@ -113,6 +143,13 @@ CASES = {
     "non-numeric column": (lambda p, f: _write(p, "t.csv", _frame(a=["x"] * 300)), "non-numeric column"),
     "empty column": (lambda p, f: _write(p, "t.csv", _frame(a=[np.nan] * 300)), "empty column"),
     "NaN or inf values": (lambda p, f: _write(p, "t.csv", _frame(OT=[np.inf] + [1.0] * 299)), "NaN/inf values"),
+    "CSV without a date column": (lambda p, f: _write(p, "t.csv", _frame().drop(columns="date")),
+                                  "the first column 'a' holds numbers, not dates: the CSV format needs a date column"),
+    "day-first dates without --dayfirst": (lambda p, f: _write(p, "t.csv", _dates_as("%d/%m/%Y %H:%M")),
+                                           "does not match the format %m/%d/%Y %H:%M of the first date '01/01/2020 "
+                                           "00:00': for day-first dates add --dayfirst"),
+    "date not in --date_format": (lambda p, f: _write(p, "t.csv", _frame()) + ["--date_format", "%d.%m.%Y %H:%M"],
+                                  "the date '2020-01-01 00:00:00' at row 0 does not match --date_format"),
     "timestamps out of order": (lambda p, f: _write(p, "t.csv", _dates([0, 1, 2, 4, 3] + list(range(5, 300)))),
                                 "timestamps out of order at rows 3 and 4"),
     "duplicated timestamps": (lambda p, f: _write(p, "t.csv", _dates([0, 1, 1] + list(range(3, 300)))),
@@ -129,6 +166,13 @@ CASES = {
     "plot_channel out of range": (lambda p, f: ["--visualize", "--plot_channel", "3"],
                                   "--plot_channel 3 is out of range: the data has 3 channels"),
     "results dir not writable": (_file_in_the_way, "cannot write there"),
+    "results dir where no file can be made": (lambda p, f: ["--results_dir", "/proc/tsf_results"],
+                                              "--results_dir /proc/tsf_results: cannot write there (No such file"),
+    "run in use by another launch": (_run_in_use, "is in use by another launch: pid 4242 on host node7 since "
+                                                  "12:00:00 (run.py ...); wait for it to end or stop it"),
+    "data file edited since training": (_data_edited_since_training,
+                                        "it was trained with other flags: fingerprint: 311227-"),
+    "--threads < 1": (lambda p, f: ["--threads", "0"], "--threads must be >= 1, got 0"),
     "--ddp without torchrun": (lambda p, f: ["--ddp"], "needs a torchrun launch"),
     "test without a checkpoint": (lambda p, f: ["--is_training", "0"], "no checkpoint at"),
     "checkpoint of other data": (_other_data, "it was trained with other flags: file: tiny.csv -> other.csv"),
@@ -215,11 +259,18 @@ CLI_CASES = {
 }
 
 
+# rows that need two nodes: the test in tests/test_fault_tolerance.py that holds each
+NODE_CASES = {"data file differing between nodes": "test_nodes_that_do_not_share_data_or_folders_stop_at_start_up",
+              "folders the nodes do not share": "test_nodes_that_do_not_share_data_or_folders_stop_at_start_up"}
+
+
 def test_every_row_of_the_documented_table_is_tested():
     doc = open(os.path.join(REPO, "docs", "distributed.md")).read()
     table = doc[doc.index("| bad input |"):].split("\n\n")[0]
     rows = [line.split("|")[1].strip().replace("`", "") for line in table.splitlines()[2:]]
-    assert sorted(rows) == sorted([*CASES, *CLI_CASES])
+    assert sorted(rows) == sorted([*CASES, *CLI_CASES, *NODE_CASES])
+    from tests import test_fault_tolerance
+    assert all(hasattr(test_fault_tolerance, name) for name in NODE_CASES.values())
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

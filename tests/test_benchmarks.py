@@ -51,3 +51,12 @@ def test_the_paper_cost_benchmark_times_each_paper_script_and_scales_it_to_an_ep
     for model, horizon, _, step, steps_per_epoch, _, _, epochs, run_hours in rows:
         assert (int(steps_per_epoch), int(epochs)) == expected[model.strip(), horizon.strip()]
         assert float(step) > 0 and float(run_hours) > 0
+
+
+def test_the_fingerprint_benchmark_times_the_first_hash_the_cached_one_and_the_read(capsys):
+    from scripts.benchmark import fingerprint
+    fingerprint.main(["--rows", "500", "--columns", "3", "--repeat", "1"])
+    out = capsys.readouterr().out
+    for step in ("fingerprint, first time", "fingerprint, cached", "reading the CSV"):
+        assert re.search(rf"\| {step}[^|]* \| [\d.]+ \| \d+ \|", out), step
+

@@ -6,6 +6,7 @@ import pytest
 
 import run
 from utils import compare, report, stats
+from utils.errors import ConfigError
 
 DIRECT = ["--nonautoregressive", "--seq_len", "48", "--output_token_len", "16"]
 
@@ -94,11 +95,12 @@ def test_ranks_friedman_and_the_critical_difference_over_the_tests_every_model_r
     assert "| a | 1.00 |" in text and "Friedman chi2 8.000" in text and "Left out: ETTh2 tp96" in text
 
 
-def test_the_command_line_refuses_incomplete_requests(capsys):
-    for argv, message in ((["r", "a"], "needs two models"), (["r", "a", "b", "--data", "x"], "needs two models"),
-                          (["r", "a", "b", "--data", "x", "--horizon", "1", "--plot", "p"], "add --ranks"),
-                          (["r", "--ranks", "--metric", "nope"], "--metric nope"),
-                          (["r", "--ranks", "--alpha", "1"], "--alpha")):
-        with pytest.raises(SystemExit):
+def test_the_command_line_refuses_incomplete_requests(tmp_path):
+    r = str(tmp_path)
+    for argv, message in (([r, "a"], "needs two models"), ([r, "a", "b", "--data", "x"], "needs two models"),
+                          ([r, "a", "b", "--data", "x", "--horizon", "1", "--plot", "p"], "add --ranks"),
+                          ([r, "--ranks", "--metric", "nope"], "--metric nope"),
+                          ([r, "--ranks", "--alpha", "1"], "--alpha"), ([r, "--ranks"], "no metrics.json of a run"),
+                          ([str(tmp_path / "elsewhere"), "--ranks"], "no such folder")):
+        with pytest.raises(ConfigError, match=message):
             compare.main(argv)
-        assert message in capsys.readouterr().err

@@ -147,6 +147,26 @@ def test_run_builds_a_missing_store_and_refuses_one_whose_files_changed(tmp_path
         run.main(_corpus_args(root, tmp_path, "--des", "again"))
 
 
+def test_a_store_is_stale_when_a_source_changes_anywhere_and_only_then(source, tmp_path):
+    """An edit inside a file that keeps its size and modification time is found; a file touched but unchanged
+    keeps the store."""
+    import shutil
+    root = tmp_path / "series"
+    shutil.copytree(source / "npy", root)
+    store = corpus.build(str(root), str(tmp_path / "store"))
+    name = corpus.source_files(str(root))[0]
+    path = root / name
+    os.utime(path)
+    assert corpus.stale(store, str(root)) is None
+    before = os.stat(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit in the middle of the values
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size and os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert corpus.stale(store, str(root)) == f"1 file(s) changed since it was built, e.g. {name}"
+
+
 def test_a_model_pretrained_on_a_corpus_is_tested_zero_shot(tiny_csv, tmp_path):
     """Zero-shot: the pretrained weights tested without training. On the corpus itself it scores exactly what the
     pre-training run's test scored; on a benchmark file it needs no run of its own."""

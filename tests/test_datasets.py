@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from data_provider import datasets
-from data_provider.factory import build_data
+from data_provider.factory import build_data, fill_missing
+from data_provider.readers import parse_dates, read_dated_csv
 from exp.flags import parse_args, validate
 from exp.identity import run_config
 from utils.errors import ConfigError
@@ -153,3 +154,138 @@ def test_time_features_and_the_channels_read_are_part_of_a_runs_identity(tmp_pat
     assert config(*timesnet, "--freq", "h")["data"]["time_features"] == "hour"
     assert config(*timesnet, "--freq", "h") != config(*timesnet)
     assert config("--target_only") != config()
+
+
+def _csv(path, dates):
+    """A CSV of the given first column and two random walks, a and OT."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"date": dates, "a": rng.normal(size=len(dates)).cumsum(),
+                          "OT": rng.normal(size=len(dates)).cumsum()})
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def test_a_csv_without_dates_is_refused_with_what_was_expected_not_read_as_nanoseconds(tmp_path):
+    frame = _csv(tmp_path / "x.csv", range(100)).drop(columns="date")
+    frame.to_csv(tmp_path / "x.csv", index=False)  # a, OT: no date column
+    with pytest.raises(ConfigError, match=r"x.csv: the first column 'a' holds numbers, not dates: the CSV format needs "
+                                          r"a date column first \(date,ch1,...,target\); for a file without dates use "
+                                          r".npy") as error:
+        _load(_args(tmp_path, "--data", "custom", "--data_path", "x.csv"))
+    assert "1970" not in str(error.value)
+    _csv(tmp_path / "ids.csv", [f"sensor_{i}" for i in range(100)])
+    with pytest.raises(ConfigError, match="the first column 'date' holds 'sensor_0' at row 0, not a date"):
+        _load(_args(tmp_path, "--data", "custom", "--data_path", "ids.csv"))
+    frame[["OT", "a"]].to_csv(tmp_path / "target_first.csv", index=False)
+    with pytest.raises(ConfigError, match="--target 'OT' is the first column, which the CSV format keeps for the"):
+        _load(_args(tmp_path, "--data", "custom", "--data_path", "target_first.csv"))
+
+
+def test_day_first_dates_read_with_dayfirst_and_are_refused_with_a_hint_without(tmp_path):
+    days = pd.date_range("2020-01-01", periods=100, freq="D")
+    _csv(tmp_path / "d.csv", days.strftime("%d/%m/%Y"))
+    with pytest.raises(ConfigError, match=r"the date '13/01/2020' at row 12 does not match the format %m/%d/%Y of the "
+                                          r"first date '01/01/2020': for day-first dates add --dayfirst"):
+        _load(_args(tmp_path, "--data", "custom", "--data_path", "d.csv"))
+    assert _windows(_load(_args(tmp_path, "--data", "custom", "--data_path", "d.csv", "--dayfirst")))["test"] > 0
+    table = parse_dates(read_dated_csv(str(tmp_path / "d.csv"), "OT"), "d.csv", dayfirst=True)
+    assert table.dates[31] == pd.Timestamp("2020-02-01") and table.dates.equals(pd.DatetimeIndex(days))
+    _dated_csv(tmp_path / "iso.csv", 30, "h")
+    with pytest.raises(ConfigError, match=r"--dayfirst, but the dates start with the year \('2016-07-01 00:00:00' at "
+                                          r"row 0\): drop --dayfirst"):
+        parse_dates(read_dated_csv(str(tmp_path / "iso.csv"), "OT"), "iso.csv", dayfirst=True)
+
+
+def test_month_first_dates_that_could_be_day_first_are_read_with_a_warning(tmp_path, caplog):
+    _csv(tmp_path / "m.csv", pd.date_range("2020-01-01", periods=12, freq="MS").strftime("%m/%d/%Y"))
+    with caplog.at_level(logging.WARNING):
+        table = parse_dates(read_dated_csv(str(tmp_path / "m.csv"), "OT"), "m.csv")
+    assert table.dates[1] == pd.Timestamp("2020-02-01")
+    assert "dates such as '01/01/2020' are read month first (%m/%d/%Y) and no day is above 12; add --dayfirst" \
+        in caplog.text
+
+
+def test_date_format_reads_dates_pandas_does_not_infer_and_names_the_first_date_it_does_not_fit(tmp_path):
+    hours = pd.date_range("2020-12-31 20:00", periods=100, freq="h")
+    _csv(tmp_path / "f.csv", hours.strftime("%Y_%m_%d_%H"))
+    flags = ("--data", "custom", "--data_path", "f.csv")
+    with pytest.raises(ConfigError, match=r"f.csv: the first column 'date' holds '2020_12_31_20' at row 0, not a "
+                                          r"date: .*; for dates in another format give --date_format"):
+        _load(_args(tmp_path, *flags))
+    _load(_args(tmp_path, *flags, "--date_format", "%Y_%m_%d_%H"))
+    table = parse_dates(read_dated_csv(str(tmp_path / "f.csv"), "OT"), "f.csv", date_format="%Y_%m_%d_%H")
+    assert table.dates.equals(pd.DatetimeIndex(hours))
+    with pytest.raises(ConfigError, match=r"f.csv: the date '2021_01_01_00' at row 4 does not match --date_format "
+                                          r"'%Y_12_%d_%H'"):
+        _load(_args(tmp_path, *flags, "--date_format", "%Y_12_%d_%H"))
+    _csv(tmp_path / "n.csv", hours.strftime("%Y%m%d%H").astype(int))  # dates written as numbers
+    table = parse_dates(read_dated_csv(str(tmp_path / "n.csv"), "OT"), "n.csv", date_format="%Y%m%d%H")
+    assert table.dates.equals(pd.DatetimeIndex(hours))
+
+
+def test_date_flags_are_refused_where_no_dates_are_read(tmp_path):
+    np.savetxt(tmp_path / "solar_AL.txt", np.random.default_rng(1).random((300, 3)), delimiter=",")
+    with pytest.raises(ConfigError, match="--date_format and --dayfirst read a date column, and this file has none"):
+        _load(_args(tmp_path, "--data", "Solar", "--dayfirst"))
+    for flags, message in [(("--date_format", "d/m/Y"), "--date_format 'd/m/Y' is not a date format"),
+                           (("--date_format", "%d/%m/%Y", "--dayfirst"), "fixes where the day is: drop --dayfirst"),
+                           (("--data", "corpus", "--fill_missing", "ffill"), "--fill_missing do not apply"),
+                           (("--fill_missing", "mean"), "argument --fill_missing: invalid choice: 'mean'")]:
+        with pytest.raises(ConfigError, match=message):
+            _args(tmp_path, *flags)
+
+
+def test_filling_stays_inside_each_split_and_logs_the_count_per_column(caplog):
+    nan = np.nan
+    values = np.array([[nan, 1, nan, 3, nan, nan, 6, 7, nan, nan],   # NaN on both sides of each border
+                       [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]], dtype=float).T
+    rows = {"train": (0, 5), "val": (5, 7), "test": (7, 10)}
+    with caplog.at_level(logging.INFO):
+        ffilled = fill_missing(values, rows, ["a", "OT"], "x.csv", "ffill")
+    assert ffilled[:, 0].tolist() == [1, 1, 1, 3, 3, 6, 6, 7, 7, 7]  # val's leading gap from val, not train's 3
+    assert "x.csv: filled 6 missing values (ffill) inside each split: 'a' 6" in caplog.text
+    interpolated = fill_missing(values, rows, ["a", "OT"], "x.csv", "interpolate")
+    assert interpolated[:, 0].tolist() == [1, 1, 2, 3, 3, 6, 6, 7, 7, 7]  # train's last from 3, not val's 6
+    assert (ffilled[:, 1] == values[:, 1]).all() and (interpolated[:, 1] == values[:, 1]).all()
+    gap = {"train": (0, 5), "val": (5, 6), "test": (7, 10)}  # row 6 between val and test goes with val
+    assert fill_missing(values, gap, ["a", "OT"], "x.csv", "interpolate")[5, 0] == 6
+    values[7:, 0] = nan
+    with pytest.raises(ConfigError, match="channel 'a' has no values in the test split, nothing to fill its gaps"):
+        fill_missing(values, rows, ["a", "OT"], "x.csv", "ffill")
+
+
+def test_fill_missing_is_opt_in_fits_the_scaler_on_the_training_values_present_and_keeps_inf_an_error(tmp_path,
+                                                                                                      caplog):
+    frame = _dated_csv(tmp_path / "gaps.csv", 200, "h")
+    frame.loc[[10, 11, 150], "a"] = np.nan  # two in train, one in val (rows 140-159)
+    frame.to_csv(tmp_path / "gaps.csv", index=False)
+    flags = ("--data", "custom", "--data_path", "gaps.csv")
+    with pytest.raises(ConfigError, match=r"3 NaN/inf values \(first in column 'a', row 10\); clean or impute the "
+                                          r"data first, or fill NaN with --fill_missing ffill or interpolate"):
+        _load(_args(tmp_path, *flags))
+    with caplog.at_level(logging.INFO):
+        bundle = _load(_args(tmp_path, *flags, "--fill_missing", "interpolate"))
+    assert "filled 3 missing values (interpolate) inside each split: 'a' 3" in caplog.text
+    assert np.allclose(bundle.scaler.mean, frame[["a", "b", "OT"]][:140].mean())  # pandas skips NaN
+    series = bundle.datasets["train"].series.double().numpy()
+    raw = bundle.scaler.transform(frame[["a", "b", "OT"]].to_numpy())
+    assert np.isfinite(series).all()
+    assert np.allclose(series[10:12, 0], [(2 * raw[9, 0] + raw[12, 0]) / 3, (raw[9, 0] + 2 * raw[12, 0]) / 3],
+                       atol=1e-6)
+    frame.loc[20, "b"] = np.inf
+    frame.to_csv(tmp_path / "gaps.csv", index=False)
+    with pytest.raises(ConfigError, match=r"1 infinite values \(first in column 'b', row 20\); clean the data first"):
+        _load(_args(tmp_path, *flags, "--fill_missing", "ffill"))
+
+
+def test_the_date_and_fill_flags_enter_a_runs_identity_only_when_set(tmp_path):
+    _dated_csv(tmp_path / "weather.csv", 300, "10min")
+
+    def config(*flags):
+        return run_config(_args(tmp_path, "--data", "Weather", *flags), "weather.csv", "f", 1)
+
+    assert sorted(config()["data"]) == ["data", "file", "fingerprint", "target"], "earlier runs keep their identity"
+    for flags, added in [(("--fill_missing", "ffill"), {"fill_missing": "ffill"}),
+                         (("--dayfirst",), {"dayfirst": True}),
+                         (("--date_format", "%Y-%m-%d %H:%M:%S"), {"date_format": "%Y-%m-%d %H:%M:%S"})]:
+        assert config(*flags)["data"] == {**config()["data"], **added}

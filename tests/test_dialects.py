@@ -160,7 +160,7 @@ def test_an_openltm_script_is_the_run_our_flags_describe(weather, capfd):
 @pytest.mark.parametrize("change, message", [
     (("--tmax 4", "--tmax 10"), "--tmax 10 must equal --train_epochs (4)"),
     (("--test_seq_len 48 ", ""), "--test_seq_len (OpenLTM's default) 672 must equal --seq_len (48)"),
-    (("--model timer_xl", "--model ttm"), "--model ttm: OpenLTM's TTM (its patch stride, backbone mode"),
+    (("--model timer_xl", "--model ttm"), "OpenLTM's TTM differs from ours: --mode (OpenLTM's default) mix_channel"),
     (("--gpu 0", "--subset_rand_ratio 0.5"), "OpenLTM trains on the first fraction of the windows"),
     (("--gpu 0", "--dp"), "--dp: DataParallel is not offered"),
 ])
@@ -168,6 +168,54 @@ def test_what_an_openltm_script_means_differently_is_refused(weather, change, me
     line = (OPENLTM + " --cosine --tmax 4").replace(*change)
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(parse_args(_argv(line, weather)))
+
+
+# OpenLTM's scripts/supervised/forecast/ttm_etth1.sh (at aee327d, "fix some args in ttm"), as it is
+OPENLTM_TTM = ("--task_name forecast --is_training 1 --root_path ./dataset/ETT-small/ --data_path ETTh1.csv "
+               "--model_id ETTh1 --model ttm --data MultivariateDatasetBenchmark --seq_len 112 --input_token_len 16 "
+               "--output_token_len 96 --test_seq_len 112 --test_pred_len 96 --batch_size 32 --learning_rate 1e-5 "
+               "--train_epochs 10 --d_model 1024 --AP_levels 3 --lradj type1 --dropout 0.2 --use_norm --e_layers 3 "
+               "--layers 2 --hidden_dim 64 --valid_last --patch_size 96 --nonautoregressive")
+
+
+def test_openltms_ttm_script_is_refused_in_one_line_naming_what_ours_builds_otherwise():
+    with pytest.raises(ConfigError) as refused:
+        parse_args(shlex.split(OPENLTM_TTM))
+    assert str(refused.value) == (
+        "OpenLTM's TTM differs from ours: --mode (OpenLTM's default) mix_channel mixes channels in the backbone, "
+        "ours in the decoder only (--d_mode mix_channel); --stride (OpenLTM's default) 8 with --patch_size 96 "
+        "starts a patch every 8 points, ours lie end to end")
+
+
+def test_openltms_ttm_flags_are_our_ttms_where_they_build_the_same_model(weather):
+    """Its TTM with channel-independent mixers and patches end to end: --AP_levels, --patch_size, --layers,
+    --hidden_dim and --d_mode are our hyper-parameters, its head's dropout is --dropout, and OpenLTM's defaults
+    fill what the script leaves out (AP_levels 0 is one level of plain mixer layers)."""
+    script = (OPENLTM_TTM.replace("--root_path ./dataset/ETT-small/ --data_path ETTh1.csv", "--root_path {root} "
+                                  "--data_path weather.csv").replace("--patch_size 96", "--patch_size 16 --stride 16 "
+                                                                     "--mode common_channel --use_decoder"))
+    ours = ("--model ttm --model_id ETTh1 --data Weather --root_path {root} --nonautoregressive --seq_len 112 "
+            "--output_token_len 96 --test_pred_len 96 --batch_size 32 --learning_rate 1e-5 --train_epochs 10 "
+            "--d_model 1024 --ap_levels 3 --lradj type1 --dropout 0.2 --head_dropout 0.2 --use_norm --e_layers 3 "
+            "--d_layers 2 --decoder_d_model 64 --decoder_mode common_channel --patch_len 16 --valid_last --des test")
+    assert _config(_argv(script, weather)) == _config(_argv(ours, weather))
+    notes = parse_args(_argv(script, weather)).dialect_notes
+    assert "--use_decoder: OpenLTM's TTM always has its decoder, as ours" in notes
+    omitted = re.sub(r" --(AP_levels|layers|hidden_dim) \d+", "", script)
+    assert _config(_argv(omitted, weather)) == _config(_argv(
+        ours.replace("--ap_levels 3", "--ap_levels 1").replace("--d_layers 2", "--d_layers 8")
+        .replace("--decoder_d_model 64", "--decoder_d_model 16"), weather))
+    with pytest.raises(ConfigError, match="--patch_size and --patch_len both given"):
+        parse_args(_argv(script + " --patch_len 8", weather))
+    for change, message in ((("112", "120"), "--seq_len 120 is no multiple of --patch_size 16: its patches leave out "
+                              "the window's last points"),
+                            (("--test_pred_len 96", "--test_pred_len 192"), "--test_pred_len 192 with "
+                             "--output_token_len 96: its head forecasts --test_pred_len points")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            parse_args(_argv(script.replace(*change), weather))
+    declared = parse_args(_argv(script + " --n_vars 7", weather)).declared_channels
+    with pytest.raises(ConfigError, match="--n_vars 7, but the model sees 3 channel"):
+        dialects.check_channels(declared, 3, False, "weather.csv")  # as run.py does once the data is read
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -10,15 +10,15 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import run
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_dirs
 from utils.errors import ConfigError
 
 DLINEAR = ["--model", "dlinear", "--nonautoregressive"]
 
 
 def _only_run_dir(results_dir):
-    (name,) = [d for d in os.listdir(results_dir) if os.path.isdir(os.path.join(results_dir, d))]
-    return os.path.join(results_dir, name)
+    (path,) = run_dirs(results_dir)
+    return str(path)
 
 
 def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
@@ -151,3 +151,23 @@ def test_irregular_timestamps_train_with_a_warning_that_counts_them(tiny_args, t
     run.main(tiny_args + DLINEAR + ["--train_epochs", "1", "--root_path", str(tmp_path), "--data_path", "gaps.csv"])
     assert "3 irregular gaps between rows (the usual step is 0 days 01:00:00), the first after row 99" \
         in capsys.readouterr().err
+
+
+def test_a_run_without_a_terminal_logs_its_progress_and_the_epoch_test_can_be_skipped(tiny_args, capsys,
+                                                                                        monkeypatch):
+    """stderr is no terminal here (a job's log): a line every PROGRESS_SECONDS (0: every batch but the last).
+    --no_epoch_test leaves history's test_loss empty, and the validation, the best epoch and the test as they were.
+    The per-step schedule's lr is recorded at each row's first and last step."""
+    from utils import log
+    monkeypatch.setattr(log, "PROGRESS_SECONDS", 0.0)
+    flags = tiny_args + DLINEAR + ["--lradj", "TST"]
+    scored = run.main(flags)[0]
+    err = capsys.readouterr().err
+    assert "epoch 1: 1/22 batches (5%)" in err and "epoch 2: 21/22 batches (95%)" in err
+    assert "batches/s, about 00:00:" in err and "epoch 1: 22/22" not in err
+    skipped = run.main(flags + ["--no_epoch_test", "--des", "skip"])[0]
+    assert all(np.isnan(h["test_loss"]) for h in skipped["history"])
+    assert [h["vali_loss"] for h in skipped["history"]] == [h["vali_loss"] for h in scored["history"]]
+    assert skipped["metrics"]["mse"] == scored["metrics"]["mse"] and "| test " not in capsys.readouterr().err
+    first, second = scored["history"]
+    assert first["lr"] < first["lr_last"] and second["lr"] > second["lr_last"], "OneCycle: up, then down"

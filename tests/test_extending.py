@@ -3,10 +3,11 @@ import csv
 import json
 import os
 import re
+import sys
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, run_cli, run_process
 
 pytestmark = pytest.mark.slow  # a run.py subprocess in a copy of the code
 
@@ -46,3 +47,17 @@ def test_the_documented_model_metric_schedule_and_dataset_each_extend_the_code_w
     history = list(csv.DictReader(open(metrics_file.parent.parent / "history.csv")))
     assert [float(h["lr"]) for h in history] == pytest.approx([1e-4, 1e-4, 1e-4, 1e-5])
 
+
+def test_a_model_added_as_the_readme_says_keeps_the_suite_green(repo_copy, tmp_path):
+    """A plain Config field (no hparam) is a flag too; the tests of the shipped models' tables do not ask the new
+    model for a README row, scripts or paper numbers; the contract test runs on it."""
+    code = _examples()["models/my_linear.py"].replace("        use_norm: bool = use_norm()",
+                                                       "        use_norm: bool = use_norm()\n        scale: float = 1.0")
+    (repo_copy / "models" / "my_linear.py").write_text(code)
+    proc = run_process([sys.executable, "-m", "pytest", "-q", "tests/test_docs.py", "tests/test_reproduce.py",
+                        "tests/test_models.py", "-k", "my_linear or models_table or scripts_sentence or reference_table"],
+                       300, {**os.environ, "OMP_NUM_THREADS": "1"}, repo_copy)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"\b(\d+) passed", proc.stdout) and int(re.search(r"(\d+) passed", proc.stdout)[1]) >= 6
+    help_text = run_process([sys.executable, "run.py", "--help"], 120, {**os.environ}, repo_copy).stdout
+    assert "--scale SCALE" in help_text and "a plain Config field of models/my_linear.py" in " ".join(help_text.split())

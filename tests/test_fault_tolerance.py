@@ -313,6 +313,42 @@ def test_sigterm_to_torchrun_ends_every_rank_with_its_line(tiny_args, tmp_path):
     assert not ours.search(stderr), "no traceback from our code (torchrun prints its own)"
 
 
+def test_a_rank_whose_peer_was_interrupted_says_so(tiny_args, tmp_path):
+    """Ctrl-C reaches rank 1 alone, paused inside a step: it stops with its line, and rank 0, whose gradient
+    all-reduce fails, names the interruption instead of a failed collective (torchrun's stop of the group,
+    arriving meanwhile, does not cut that report short)."""
+    marker = tmp_path / "paused.pid"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", WORKER,
+           str(tmp_path), "--ddp", *tiny_args]
+    proc = _start(cmd, tmp_path, {"PAUSE_AT": f"1:2:3:{marker}"})
+    os.kill(_paused_pid(marker, proc), signal.SIGINT)
+    stderr = _finish(proc)
+    assert "[rank 1] interrupted during epoch 2; continue with --resume auto" in stderr, stderr[-3000:]
+    assert "\nerror: a peer rank stopped: rank 1 was interrupted (SIGINT)\n" in stderr, stderr[-3000:]
+    ours = re.compile(rf'File "{re.escape(REPO)}/(?!\.venv)')
+    assert not ours.search(stderr), "no traceback from our code"
+
+
+def test_through_scripts_torchrun_a_stop_and_bad_input_end_in_one_line_each_and_the_usual_exit_code(tiny_args,
+                                                                                                     tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) and a flag out of range, launched as
+    scripts/launch.sh launches: no traceback from torchrun, exit codes 130 and 2 as from one process."""
+    marker = tmp_path / "paused.pid"
+    launcher = [sys.executable, "-m", "scripts.torchrun", "--standalone", "--nproc_per_node=2"]
+    proc = _start([*launcher, WORKER, str(tmp_path), "--ddp", *tiny_args], REPO, {"PAUSE_AT": f"1:2:3:{marker}"})
+    _paused_pid(marker, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    stderr = _finish(proc)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == "torchrun: stopped by SIGINT; the workers stopped with it"
+    assert "[rank 1] interrupted during epoch 2; continue with --resume auto" in stderr
+    bad = _start([*launcher, os.path.join(REPO, "run.py"), "--ddp", *tiny_args, "--batch_size", "0"], REPO, {})
+    stderr = _finish(bad)
+    assert bad.returncode == 2 and "Traceback" not in stderr, stderr[-3000:]
+    assert "error: --batch_size must be >= 1, got 0" in stderr.splitlines()
+    assert re.search(r"torchrun: 2 worker\(s\) failed, rank \d first \(exit code 2\); their errors are above\n$", stderr)
+
+
 FULL_DISK = """
 import resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))  # Python ignores SIGXFSZ: writes fail with EFBIG
@@ -378,3 +414,50 @@ def test_bad_input_on_one_node_stops_the_other_within_seconds(tiny_csv, tiny_arg
     assert "error: data file not found: data/tiny.csv" in node1
     # global ranks follow the order the nodes joined in, not --node_rank
     assert re.search(r"error: a peer rank stopped: rank \d: data file not found: data/tiny.csv", node0), node0[-2000:]
+
+
+def _edited_in_the_middle(path) -> None:
+    """One digit of the middle row changed: the same length, the same first and last 64 KiB."""
+    lines = path.read_text().splitlines(keepends=True)
+    middle = len(lines) // 2
+    lines[middle] = lines[middle][:-2] + ("1" if lines[middle][-2] != "1" else "2") + "\n"
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("differs", ["data file content", "checkpoint folder"])
+def test_nodes_that_do_not_share_data_or_folders_stop_at_start_up(tiny_args, tmp_path, differs):
+    """Two loopback nodes, each in its own working directory. Either each has its own copy of a 280 KB data file,
+    node 1's edited in the middle (same length), or both read one file but save into ./ck and ./res of their own
+    folder: both stop before training with one line saying what differs (the rank that learns it from the other
+    says so)."""
+    from data_provider import synthetic
+    port, flags = _free_port(), list(tiny_args)
+    if differs == "checkpoint folder":
+        flags[flags.index("--checkpoints") + 1], flags[flags.index("--results_dir") + 1] = "ck", "res"
+    else:
+        flags[flags.index("--root_path") + 1], flags[flags.index("--data_path") + 1] = "data", "big.csv"
+    procs = {}
+    for node in (1, 0):
+        cwd = tmp_path / f"node{node}"
+        os.makedirs(cwd / "data")
+        big = cwd / "data" / "big.csv"
+        synthetic.write_csv(synthetic.generate(length=5000, n_covariates=2, seed=1), str(big))
+        if node == 1 and differs == "data file content":
+            _edited_in_the_middle(big)
+        procs[node] = _node(node, f"127.0.0.1:{port}", [os.path.join(REPO, "run.py"), "--ddp", *flags], cwd)
+        if node == 1:
+            _listening(port)
+    start = time.time()
+    outputs = [_finish(procs[node], timeout=120) for node in (0, 1)]
+    assert time.time() - start < 60 and all(p.returncode != 0 for p in procs.values()), outputs
+    assert not any("epoch 1" in out for out in outputs), "nothing trains"
+    errors = [line for out in outputs for line in out.splitlines() if re.match(r"(\[rank \d\] )?error: ", line)]
+    assert len(errors) == 2, outputs
+    if differs == "checkpoint folder":
+        assert all(re.search(r"error: (a peer rank stopped: rank \d: )?rank 1 on host \S+ cannot see what rank 0 on host \S+ wrote into --checkpoints "
+                             r"ck \(.*node\d/ck\), --results_dir res \(.*node\d/res\): every node must see the same",
+                             line) for line in errors), errors
+    else:
+        assert all(re.search(r"error: (a peer rank stopped: rank \d: )?ranks \[1\] decided differently from rank 0 at start-up: data file "
+                             r"'big.csv \d+-\w+' on rank 1, 'big.csv \d+-\w+' on rank 0", line)
+                   for line in errors), "\n".join(errors)

@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import pathlib
 import signal
 
 import numpy as np
@@ -73,9 +74,49 @@ def test_the_synthetic_default_has_the_fingerprint_of_the_file_it_writes(tmp_pat
     assert file_fingerprint(str(tmp_path / "s.csv")) != content_fingerprint(text.encode())
 
 
-def _custom_file(folder, seed):
+def test_a_fingerprint_reads_every_byte_and_is_cached_until_the_file_changes(tmp_path, fingerprint_cache):
+    path = tmp_path / "d.bin"
+    data = bytearray(os.urandom(3 << 20))
+    path.write_bytes(bytes(data))
+    first = file_fingerprint(str(path))
+    assert first == content_fingerprint(bytes(data))
+    (entry,) = [e for e in pathlib.Path(fingerprint_cache).rglob("*") if e.is_file() and e.read_text() == first]
+    entry.write_text("cached")  # a lookup of the unchanged file answers from the cache, without reading it
+    assert file_fingerprint(str(path)) == "cached"
+    before = os.stat(path)
+    data[len(data) // 2] ^= 0x01  # the same size, and the modification time set back
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert file_fingerprint(str(path)) == content_fingerprint(bytes(data)) != first
+
+
+def test_a_data_file_edited_in_the_middle_is_another_run_and_never_tests_the_old_checkpoint(tiny_args, tmp_path):
+    """A file beyond the old fingerprint's 2 x 64 KiB of ends; one value in its middle changed, the length and the
+    modification time kept: the same command trains a run of its own, and testing the old run on it is refused."""
+    flags = tiny_args + DLINEAR + ["--train_epochs", "1", "--seq_len", "96"] + _custom_file(tmp_path / "d", 1, 4000)
+    path = tmp_path / "d" / "data.csv"
+    assert path.stat().st_size > 3 * (1 << 16)
+    first = run.main(flags)[0]["metrics"]
+    text, before = path.read_text(), path.stat()
+    lines = text.splitlines(keepends=True)
+    middle = len(lines) // 2
+    date, value, rest = lines[middle].split(",", 2)
+    assert value[-1] != "7"
+    lines[middle] = ",".join([date, value[:-1] + "7", rest])
+    path.write_text("".join(lines))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    second = run.main(flags)[0]["metrics"]  # not "this run has already finished"
+    assert second["config_id"] != first["config_id"]
+    assert second["config"]["data"]["fingerprint"] != first["config"]["data"]["fingerprint"]
+    with pytest.raises(ConfigError, match="it was trained with other flags: fingerprint: "):
+        run.main(flags + ["--is_training", "0", "--test_dir", first["setting"]])
+    assert json.load(open(tmp_path / "results" / first["setting"] / "tp16" / "metrics.json"))["mse"] == first["mse"]
+
+
+def _custom_file(folder, seed, length=602):
     os.makedirs(folder, exist_ok=True)
-    synthetic.write_csv(synthetic.generate(length=602, n_covariates=2, seed=seed), str(folder / "data.csv"))
+    synthetic.write_csv(synthetic.generate(length=length, n_covariates=2, seed=seed), str(folder / "data.csv"))
     return ["--data", "custom", "--root_path", str(folder), "--data_path", "data.csv"]
 
 

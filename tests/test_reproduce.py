@@ -7,12 +7,13 @@ import subprocess
 
 import pytest
 
-import models
 import run
 from exp.flags import parse_args, validate
 from exp.identity import run_config
-from tests.conftest import REPO
+from scripts.make_scripts import MODELS as SHIPPED
+from tests.conftest import REPO, run_dirs
 from utils import report
+from utils.errors import ConfigError
 from utils.identity import config_hash, machine_kind
 
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source"]
@@ -63,9 +64,9 @@ def test_shipped_reference_table_names_a_source_for_every_number():
     assert len(keys) == len(set(keys))
     assert ("dlinear", "ETTh1", "336", "96") in keys and ("patchtst", "ILI", "104", "24") in keys
     # docs/reproducing.md: which models' ETTh1 rows have the paper beside them
-    etth1 = {m for m in models.NAMES if {h for mm, d, _, h in keys if (mm, d) == (m, "ETTh1")} ==
+    etth1 = {m for m in SHIPPED if {h for mm, d, _, h in keys if (mm, d) == (m, "ETTh1")} ==
              {"96", "192", "336", "720"}}
-    assert set(models.NAMES) - etth1 == {"ttm", "time_moe"}
+    assert set(SHIPPED) - etth1 == {"ttm", "time_moe"}
 
 
 def test_report_averages_only_the_seeds_of_one_configuration_and_compares_only_the_papers_setting(tmp_path):
@@ -87,19 +88,25 @@ def test_report_averages_only_the_seeds_of_one_configuration_and_compares_only_t
     assert "| 1 | 0.500 | — | — |" in smoke_row                         # shown, but not compared
     assert "| 1 | 0.450 | — | — |" in next(r for r in rows if "| 192 |" in r)
     assert "5 runs; 1 compared with the paper" in text
+    assert "3 not at the paper's setting (below), 0 with no paper number" in text
     assert "train_epochs 1 (paper 10)" in text and "output_token_len 96 (paper 192)" in text
     assert "global batch 128 on 4 processes (paper 32)" in text
 
 
-def test_report_marks_misses_and_leaves_out_runs_without_identity(tmp_path):
+def test_report_marks_misses_counts_rows_without_a_paper_number_and_leaves_out_runs_it_cannot_read(tmp_path):
     _run(tmp_path, _paper_config("dlinear", "ETTh1", 192), 2021, 0.440, 0.43)
+    _run(tmp_path, _paper_config("ttm", "ETTh1", 96), 2021, 0.400, 0.41)  # no paper trains TTM on ETTh1 alone
     os.makedirs(tmp_path / "old")
     (tmp_path / "old" / "metrics.json").write_text(json.dumps({"mse": 1.0, "model": "dlinear"}))
+    os.makedirs(tmp_path / "cut")
+    (tmp_path / "cut" / "metrics.json").write_text('{"config_id": ')  # a file cut short
     report.main([str(tmp_path)])
     text = (tmp_path / "report.md").read_text()
-    assert "| 0.440 | 0.405 | **+8.6%** ✗ |" in _rows(text)[0]
-    assert "1 worse than the paper's MSE by more than 2%" in text
+    assert "| 0.440 | 0.405 | **+8.6%** ✗ |" in next(r for r in _rows(text) if "| 192 |" in r)
+    assert "1 compared with the paper, 1 worse than the paper's MSE by more than 2% (✗); 0 not at the paper's " \
+        "setting (below), 1 with no paper number" in text
     assert "old/metrics.json: written before run identities" in text
+    assert "cut/metrics.json: not readable as JSON" in text
 
 
 def test_results_page_prints_paper_setting_runs_beside_the_paper_with_averages_best_cells_and_times(tmp_path):
@@ -185,7 +192,7 @@ def test_shipped_results_page_is_the_ledger_at_the_current_paper_settings(tmp_pa
 
 
 def test_report_needs_some_results(tmp_path):
-    with pytest.raises(SystemExit, match="no metrics.json"):
+    with pytest.raises(ConfigError, match="no metrics.json"):
         report.main([str(tmp_path)])
 
 
@@ -224,7 +231,7 @@ def test_shipped_scripts_are_what_make_scripts_writes():
 
 def test_visualize_writes_forecast_and_loss_plots(tiny_args, tmp_path):
     run.main(tiny_args + ["--visualize", "--plot_channel", "0", "--train_epochs", "1"])
-    (run_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    (run_dir,) = run_dirs(tmp_path / "results")
     forecasts = sorted(os.listdir(run_dir / "tp16"))
     assert [n for n in forecasts if n.startswith("forecast_")] == [f"forecast_{i}.png" for i in range(4)]
     pngs = [run_dir / "loss_curves.png", *(run_dir / "tp16" / n for n in forecasts if n.endswith(".png"))]

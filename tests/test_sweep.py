@@ -10,6 +10,7 @@ import pytest
 import run
 from scripts import sweep
 from tests.conftest import REPO, metrics_of
+from utils.errors import ConfigError
 
 
 def test_an_axis_is_several_values_or_a_comma_list_and_list_valued_flags_stay_whole():
@@ -36,7 +37,7 @@ def test_the_time_to_table_benchmark_runs_tslib_at_the_paper_setting_once_per_ho
                  "--lradj=type1", "--itr=3", "--enc_in=7", "--c_out=7", "--no_use_gpu",
                  f"--root_path={tmp_path}/ETT-small/"):
         assert all(flag in c for c in commands), flag
-    with pytest.raises(SystemExit, match="no TSLib translation of patchtst"):
+    with pytest.raises(ConfigError, match="no TSLib translation of patchtst"):
         tslib_commands("patchtst", "ETTh1", 3, str(tmp_path))
 
 
@@ -47,7 +48,7 @@ def test_workers_are_one_per_core_without_a_gpu_and_nproc_gpus_each_with_them():
         assert sweep.plan_workers(1, None) == (cores, 1, None)
     workers, threads, gpus = sweep.plan_workers(2, ["0", "1", "2", "3", "4"])
     assert (workers, gpus) == (2, [["0", "1"], ["2", "3"]]) and threads == max(cores // 5, 1)
-    with pytest.raises(SystemExit, match="1 GPUs cannot run cells of --nproc 2"):
+    with pytest.raises(ConfigError, match="1 GPUs cannot run cells of --nproc 2"):
         sweep.plan_workers(2, ["0"])
 
 
@@ -83,6 +84,7 @@ def test_a_grid_on_two_workers_equals_the_runs_one_by_one_resumes_and_reports_fa
                            "dlinear,nlinear,no_such_model", "--seed", "1", "2", *common, *where],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a failed cell: the others ran, the exit code says so
+    assert "leaked semaphore" not in proc.stderr  # the resource tracker's warning at exit
     outcomes = {row["cell"]: row for row in csv.DictReader(open(tmp_path / "sweep" / "sweep" / "cells.csv"))}
     assert [o["outcome"] for o in outcomes.values()] == ["done", "done", "skipped", "skipped", "failed", "failed"]
     assert "unknown model 'no_such_model'" in outcomes["004_no_such_model_custom_16_s1"]["error"]
@@ -153,7 +155,7 @@ def test_a_killed_sweep_takes_its_workers_with_it(tiny_args, tmp_path):
                  "--nonautoregressive", "--seed", "1,2,3", "--train_epochs", "1000", "--patience", "1000",
                  *tiny_args[:6], "--seq_len", "48", "--output_token_len", "16", "--device", "cpu",
                  "--results_dir", str(tmp_path / "r"), "--checkpoints", str(tmp_path / "c")]
-    proc = subprocess.Popen(sweep_cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(sweep_cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     logs, deadline = tmp_path / "r" / "sweep" / "logs", time.time() + 120
     while not (logs.is_dir() and any("epoch 2/" in f.read_text() for f in logs.iterdir())):
         assert time.time() < deadline and proc.poll() is None, "the first cell never got to its second epoch"
@@ -161,12 +163,37 @@ def test_a_killed_sweep_takes_its_workers_with_it(tiny_args, tmp_path):
     workers = _workers_of(proc.pid)
     assert len(workers) == 1
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    assert "leaked semaphore" not in proc.communicate()[1]  # nothing the killed sweep held is left behind
     deadline = time.time() + 20
     while any(os.path.exists(f"/proc/{w}") for w in workers) and time.time() < deadline:
         time.sleep(0.2)
     assert not any(os.path.exists(f"/proc/{w}") for w in workers), "the worker outlived its sweep"
     assert len(list(logs.iterdir())) == 1  # no queued cell was started
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_an_interrupted_sweep_has_recorded_the_cells_it_finished(tiny_args, tmp_path):
+    """Each cell's outcome is in cells.csv as soon as it finishes: the second cell is still training when the first
+    is there. Ctrl-C then stops the worker and the sweep says in one line what is done."""
+    import signal
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.sweep", "--workers", "1", "--quiet", "--model", "dlinear",
+                             "--nonautoregressive", "--train_epochs", "1,1000", "--patience", "1000", *tiny_args[:6],
+                             "--seq_len", "48", "--output_token_len", "16", "--device", "cpu", "--results_dir",
+                             str(tmp_path / "r"), "--checkpoints", str(tmp_path / "c")],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cells, deadline = tmp_path / "r" / "sweep" / "cells.csv", time.time() + 120
+    while not cells.exists():
+        assert time.time() < deadline and proc.poll() is None, "the first cell was never recorded"
+        time.sleep(0.2)
+    assert [(r["cell"], r["outcome"]) for r in csv.DictReader(open(cells))] == [("000_dlinear_custom_16", "done")]
+    workers = _workers_of(proc.pid)
+    os.kill(proc.pid, signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip() == f"interrupted: 1 of 2 cells finished, their outcomes in {cells}; the same command again " \
+        "runs the rest"  # no traceback, no warning of leaked semaphores
+    assert len(workers) == 1 and not os.path.exists(f"/proc/{workers[0]}")
 
 
 @pytest.mark.slow

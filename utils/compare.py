@@ -26,13 +26,14 @@ from collections import defaultdict
 
 import numpy as np
 
-from utils import stats
+from utils import cli, stats
+from utils.errors import ConfigError
 from utils.metrics import names as metric_names
 from utils.outputs import WINDOW_ERRORS
-from utils.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, paper_mismatch
+from utils.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch
 
 
-class CompareError(ValueError):
+class CompareError(ConfigError):
     """A comparison the runs cannot support: the message says which runs and why."""
 
 
@@ -161,18 +162,19 @@ def ranks_text(result: dict, metric: str, alpha: float) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_dir")
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", type=cli.existing_folder)
     parser.add_argument("models", nargs="*", help="A B: the two models (or configuration ids) to compare; with "
                         "--ranks the models to rank (default: every model in RESULTS_DIR)")
     parser.add_argument("--data", help="dataset of the pair comparison (its --data name)")
-    parser.add_argument("--horizon", type=int, help="tested horizon of the pair comparison")
+    parser.add_argument("--horizon", type=cli.at_least(1), help="tested horizon of the pair comparison")
     parser.add_argument("--test", help="the test's name when not tp<horizon> (e.g. with --test_drop_last)")
     parser.add_argument("--metric", default="mse", help="the metric compared (default mse)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     parser.add_argument("--ranks", action="store_true", help="rank models over every dataset and horizon")
     parser.add_argument("--plot", help="with --ranks: write the critical-difference diagram (PNG) here")
-    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="JSON of the paper-setting configurations")
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, type=cli.existing_file,
+                        help="JSON of the paper-setting configurations")
     args = parser.parse_intermixed_args(argv)  # models may follow the options
     if not 0 < args.alpha < 1:
         parser.error(f"--alpha must lie in (0, 1), got {args.alpha}")
@@ -182,7 +184,9 @@ def main(argv=None) -> None:
         parser.error("--plot draws the ranks' diagram: add --ranks")
     if args.metric not in metric_names():
         parser.error(f"--metric {args.metric}: the metrics are {', '.join(metric_names())}")
-    groups, _ = load_runs(args.results_dir)
+    groups, skipped = load_runs(args.results_dir)
+    if not groups:
+        raise no_runs(args.results_dir, skipped)
     settings = load_settings(args.settings)
     try:
         if args.ranks:
@@ -191,10 +195,10 @@ def main(argv=None) -> None:
         else:
             text = compare_pair(groups, settings, *args.models, args.data, args.horizon, args.metric, args.alpha,
                                 args.test)[1]
-    except (CompareError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
+    except ValueError as e:  # utils.stats on runs it cannot compare (too few windows, non-finite losses)
+        raise ConfigError(str(e)) from None
     sys.stdout.write(text)
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -10,7 +10,7 @@ import signal
 import threading
 
 GRACE_SECONDS = 5.0
-_state = {"where": "before training started", "next": "nothing was trained"}
+_state = {"where": "before training started", "next": "nothing was trained", "ending": False}
 
 
 class Interrupted(BaseException):
@@ -24,6 +24,12 @@ class Interrupted(BaseException):
 def doing(where: str, next_step: str) -> None:
     """What the process is doing now ("during epoch 3") and what to run after an interruption."""
     _state.update(where=where, next=next_step)
+
+
+def ending() -> None:
+    """This process is reporting how it ends (then os._exit): a stop that arrives now does not cut the report
+    short; a second one still ends the process at once."""
+    _state["ending"] = True
 
 
 def message() -> str:
@@ -49,4 +55,5 @@ def install(on_stuck) -> None:
 
 def _raise(signum, frame) -> None:
     signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
-    raise Interrupted(signum)
+    if not _state["ending"]:
+        raise Interrupted(signum)

@@ -1,4 +1,5 @@
-"""Everything a run writes under results_dir. Built once: the main rank gets a writer, other ranks a no-op."""
+"""Everything a run writes under results_dir, and sends to experiment trackers (utils/trackers.py). Built once: the
+main rank gets a writer, other ranks a no-op."""
 import csv
 import fcntl
 import json
@@ -11,6 +12,7 @@ import numpy as np
 from utils.files import guarded, write_atomic, write_csv
 from utils.identity import provenance
 from utils.metrics import names as metric_names
+from utils.trackers import DEFAULT_PROJECT, Trackers
 
 CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
 # per metric, one float32 per test window (row i: the i-th window of the test split), for comparing runs window
@@ -27,24 +29,32 @@ def results_columns() -> tuple:
 
 class RunOutputs:
     """results_root/<run>/: history.csv and tensorboard/ of the run's training, <test>/metrics.json and plots of
-    each of its tests; and one row per (run, test) in results_root/results.csv."""
+    each of its tests; and one row per (run, test) in results_root/results.csv. The trackers get the same rows and
+    metrics."""
 
-    def __init__(self, results_root: str, setting: str):
+    def __init__(self, results_root: str, setting: str, trackers: Trackers):
         self.root, self.setting = results_root, setting
         self.dir = os.path.join(results_root, setting)
         self._tb = None
         self._history = []
+        self._trackers = trackers
 
     def start_training(self, history: list) -> None:
         """A fresh event stream holding exactly this run's epochs so far (a resumed run's restored ones): an
-        interrupted attempt's events are dropped, so TensorBoard never shows an epoch twice."""
+        interrupted attempt's events are dropped, so TensorBoard never shows an epoch twice. The trackers get the
+        restored rows they lack."""
         self.close()
         shutil.rmtree(os.path.join(self.dir, "tensorboard"), ignore_errors=True)
         self._history = []
         for row in history:
-            self.epoch(row)
+            self._write_row(row)
+        self._trackers.start(history)
 
     def epoch(self, row: dict) -> None:
+        self._write_row(row)
+        self._trackers.epoch(row)
+
+    def _write_row(self, row: dict) -> None:
         """One history.csv row per epoch (rewritten whole, so the file is always complete) + TensorBoard."""
         self._history.append(dict(row))
         write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history)
@@ -78,6 +88,7 @@ class RunOutputs:
         _replace_result_row(os.path.join(self.root, "results.csv"),
                             {**{k: metrics.get(k) for k in results_columns()}, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                              "test": test})
+        self._trackers.test(test, metrics)  # the last output of a run: its tracker runs end here
         return folder
 
     def close(self) -> None:
@@ -108,8 +119,12 @@ class NullOutputs:
         pass
 
 
-def make_outputs(is_main: bool, results_root: str, setting: str):
-    return (RunOutputs if is_main else NullOutputs)(results_root, setting)
+def make_outputs(is_main: bool, results_root: str, identity, trackers=(), tracker_project: str = DEFAULT_PROJECT):
+    """identity: the run's (exp.identity.RunIdentity); trackers: the names of --tracker."""
+    if not is_main:
+        return NullOutputs(results_root, identity.setting)
+    folder = os.path.join(results_root, identity.setting)
+    return RunOutputs(results_root, identity.setting, Trackers(trackers, tracker_project, identity, folder))
 
 
 def _replace_result_row(path: str, row: dict) -> None:

@@ -30,6 +30,8 @@ import os
 import sys
 from collections import defaultdict
 
+from utils import cli
+from utils.errors import ConfigError
 from utils.files import write_atomic
 from utils.identity import config_hash, machine_kind
 
@@ -52,7 +54,11 @@ def load_runs(results_dir: str) -> tuple:
     groups, skipped, seen = defaultdict(list), [], {}
     for path in sorted(glob.glob(os.path.join(results_dir, "**", "metrics.json"), recursive=True)):
         with open(path) as f:
-            m = json.load(f)
+            try:
+                m = json.load(f)
+            except json.JSONDecodeError as e:
+                skipped.append((path, f"not readable as JSON ({e}): test its run again (--is_training 0)"))
+                continue
         if "config_id" not in m:
             skipped.append((path, "written before run identities (no config_id): rerun it"))
             continue
@@ -65,6 +71,12 @@ def load_runs(results_dir: str) -> tuple:
         m["run_seconds"] = _run_seconds(os.path.dirname(m["folder"]))
         groups[key].append(m)
     return groups, skipped
+
+
+def no_runs(results_dir: str, skipped: list) -> ConfigError:
+    """The error of a results folder that holds no run to report or compare."""
+    return ConfigError(f"no metrics.json of a run under {results_dir}" +
+                       (f" ({len(skipped)} skipped: {skipped[0][1]})" if skipped else ""))
 
 
 def _run_seconds(run_dir: str) -> float | None:
@@ -137,12 +149,12 @@ def _runs_cell(mses: list) -> str:
 
 
 def build_table(groups: dict, reference: dict, settings: dict, tolerance: float = 0.02) -> tuple:
-    """(markdown table, cells compared, cells worse than the paper by more than tolerance, notes on rows not
-    compared with the paper)."""
+    """(markdown table, cells compared, cells worse than the paper by more than tolerance, notes on the rows not at
+    the paper's setting, rows with no paper number)."""
     lines = ["| dataset | horizon | model | lookback | runs: MSE range | MSE | paper MSE | MSE gap | MAE | paper MAE "
              "| MAE gap | configuration |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    compared = misses = 0
+    compared = misses = unpublished = 0
     notes = []
 
     def order(key):
@@ -155,6 +167,7 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         mses = [r["mse"] for r in runs]
         mse, mae = sum(mses) / len(mses), sum(r["mae"] for r in runs) / len(runs)
         paper = reference.get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"]))
+        unpublished += paper is None
         reason = paper_mismatch(m, settings.get((m["model"], m["dataset"], m["test_pred_len"]))) if paper else None
         if reason:
             notes.append(f"{m['model']} {m['dataset']} {m['test']} ({m['config_id']}, {len(runs)} runs): {reason}")
@@ -167,7 +180,7 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         lines.append(f"| {m['dataset']} | {m['test_pred_len']} | {m['model']} | {m['seq_len']} | {_runs_cell(mses)} | "
                      f"{mse:.3f} | {_cell(paper_mse)} | {_gap_cell(mse_gap, tolerance)} | {mae:.3f} | "
                      f"{_cell(paper_mae)} | {_gap_cell(_gap(mae, paper_mae), tolerance)} | {m['config_id']} |")
-    return "\n".join(lines), compared, misses, notes
+    return "\n".join(lines), compared, misses, notes, unpublished
 
 
 PAGE_HORIZONS = {"ILI": (24, 36, 48, 60)}
@@ -342,12 +355,15 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_dir")
-    parser.add_argument("--reference", default=DEFAULT_REFERENCE, help="CSV of published numbers")
-    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="JSON of the paper-setting configurations")
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", type=cli.existing_folder)
+    parser.add_argument("--reference", default=DEFAULT_REFERENCE, type=cli.existing_file,
+                        help="CSV of published numbers")
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, type=cli.existing_file,
+                        help="JSON of the paper-setting configurations")
     parser.add_argument("--out", default=None, help="markdown file to write (default: RESULTS_DIR/report.md)")
-    parser.add_argument("--tolerance", type=float, default=0.02, help="relative MSE gap that marks a miss")
+    parser.add_argument("--tolerance", type=cli.at_least(0.0, float), default=0.02,
+                        help="relative MSE gap that marks a miss")
     parser.add_argument("--page", default=None, help="also write the results page (docs/results.md) here")
     parser.add_argument("--ledger", default=None,
                         help="CSV record of the page's runs (scripts/reproduce/runs.csv): RESULTS_DIR's paper-setting "
@@ -355,8 +371,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     groups, skipped = load_runs(args.results_dir)
     if not groups and not args.ledger:
-        raise SystemExit(f"no metrics.json of a run under {args.results_dir}" +
-                         (f" ({len(skipped)} skipped: {skipped[0][1]})" if skipped else ""))
+        raise no_runs(args.results_dir, skipped)
     reference, settings = load_reference(args.reference), load_settings(args.settings)
     rows = paper_rows(groups, settings)
     if args.ledger:
@@ -366,8 +381,7 @@ def main(argv=None) -> None:
         rows = load_ledger(args.ledger)
     if args.page:
         page, stale = results_page(rows, reference, settings, args.tolerance, args.ledger)
-        with open(args.page, "w") as f:
-            f.write(page)
+        write_atomic(args.page, lambda f: f.write(page), "w")
         if stale:
             sys.stdout.write(f"left out of {args.page}'s tables: {len(stale)} recorded cells whose paper setting the "
                              "scripts no longer hold:" + "".join(f"\n- {r['model']} {r['dataset']} {r['test']} seeds "
@@ -375,19 +389,19 @@ def main(argv=None) -> None:
                                                       for r in stale) + "\n")
     if not groups:
         return
-    table, compared, misses, notes = build_table(groups, reference, settings, args.tolerance)
+    table, compared, misses, notes, unpublished = build_table(groups, reference, settings, args.tolerance)
     n_runs = sum(map(len, groups.values()))
     text = (f"{table}\n\n{len(groups)} configurations x tests from {n_runs} runs; {compared} compared with the paper, "
-            f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗). Gap = (ours - paper) / "
-            f"paper; a row averages the seeds of one configuration.\n")
+            f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗); {len(notes)} not at the "
+            f"paper's setting (below), {unpublished} with no paper number for their model, dataset, lookback and "
+            "horizon. Gap = (ours - paper) / paper; a row averages the seeds of one configuration.\n")
     if notes or skipped:
         text += "\nNot compared with the paper or left out:\n" + "".join(f"- {n}\n" for n in notes) \
             + "".join(f"- {path}: {reason}\n" for path, reason in skipped)
     out = args.out or os.path.join(args.results_dir, "report.md")
-    with open(out, "w") as f:
-        f.write(text)
+    write_atomic(out, lambda f: f.write(text), "w")
     sys.stdout.write(text)
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -24,6 +24,8 @@ from typing import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from utils.files import write_atomic
+
 # Block starts drawn at once: bounds the bootstrap's memory (tens of MiB) whatever resamples x windows is.
 _DRAWS_PER_CHUNK = 1 << 20
 
@@ -279,4 +281,4 @@ def cd_diagram(names: Sequence[str], ranks, cd: float, path: str | PathLike, tit
     if title:
         ax.set_title(title, fontsize=10)
     # a Figure outside pyplot is never registered, so nothing stays open once it is written
-    fig.savefig(path, format="png", dpi=150, bbox_inches="tight")
+    write_atomic(str(path), lambda f: fig.savefig(f, format="png", dpi=150, bbox_inches="tight"))

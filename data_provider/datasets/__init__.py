@@ -14,6 +14,9 @@ import pandas as pd
 
 from utils.registry import collect
 
+FILL_METHODS = ("ffill", "interpolate")  # how NaNs are filled inside each split (data_provider/factory.py)
+
+
 @dataclass(frozen=True)
 class Dataset:
     name: str                            # the --data value
@@ -23,14 +26,13 @@ class Dataset:
     lookback: bool = True                # val/test windows may read seq_len rows before their first row
     freq: str | None = None              # sampling step of the timestamps (checked against the file), e.g. 10min
     target: str | None = "OT"            # default --target (None: the last column)
-    fill_missing: bool = False           # NaNs forward- then back-filled inside each split, after scaling
+    fill_missing: str | None = None      # NaNs filled inside each split after scaling: a FILL_METHODS name
     family: str | None = None            # the generic name whose --data_path resolves to this benchmark
     generate: Callable[[], str] | None = None  # the file's text, written when absent (the synthetic default)
 
     def __post_init__(self):
-        if self.fill_missing and self.lookback:
-            # one series tensor serves every split; filling per split needs splits that do not overlap
-            raise ValueError(f"dataset {self.name}: fill_missing needs lookback=False")
+        if self.fill_missing not in (None, *FILL_METHODS):
+            raise ValueError(f"dataset {self.name}: fill_missing {self.fill_missing!r} is not one of {FILL_METHODS}")
         if self.freq is not None:
             try:
                 pd.Timedelta(self.freq)

@@ -7,7 +7,7 @@ from data_provider.readers import read_npz_first_feature
 
 def _pems(name: str, file: str | None, family: str | None = "PEMS") -> Dataset:
     return Dataset(name, file, read_npz_first_feature, block_split(0.6, 0.2), lookback=False, freq="5min",
-                   target=None, fill_missing=True, family=family)
+                   target=None, fill_missing="ffill", family=family)
 
 
 # PeMS districts 3, 4, 7 and 8: 358, 307, 883 and 170 sensors

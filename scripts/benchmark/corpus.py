@@ -16,7 +16,6 @@ train      torchrun --nproc NPROC run.py --ddp --data corpus on the big store: a
            peak RSS (the run logs it) and the steps/s.
 Numbers only; nothing is asserted. Results and commands go in docs/performance.md.
 """
-import argparse
 import os
 import subprocess
 import sys
@@ -32,9 +31,12 @@ sys.path.insert(0, HERE)
 from data_provider import corpus, corpus_gen  # noqa: E402
 from data_provider.windows import WindowDataset, autoregressive_offsets, train_loader  # noqa: E402
 from scripts.benchmark.launch import peak_rss, torchrun, train_seconds  # noqa: E402
+from utils import cli  # noqa: E402
+from utils.errors import ConfigError  # noqa: E402
 from utils.memory import peak_rss_mb, resident_mb  # noqa: E402
 
 SEQ, TOKEN = 672, 96
+PARTS = ("build", "loader", "pagecache", "train")
 
 
 def du_gb(path: str) -> float:
@@ -149,17 +151,21 @@ def train(args, store: str) -> None:
     print(f"  torchrun --nproc_per_node={args.nproc} run.py --ddp " + " ".join(flags))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> None:
+    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True, help="a folder outside the repository with room for 2 x 4 GB")
-    parser.add_argument("--points", type=float, default=1.02e9, help="generated; NaN stretches take ~1%% out")
-    parser.add_argument("--series", type=int, default=2000)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", default="build,loader,pagecache,train")
-    args = parser.parse_args()
+    parser.add_argument("--points", type=cli.at_least(1.0, float), default=1.02e9,
+                        help="generated; NaN stretches take ~1%% out")
+    parser.add_argument("--series", type=cli.at_least(1), default=2000)
+    parser.add_argument("--steps", type=cli.at_least(1), default=200)
+    parser.add_argument("--nproc", type=cli.at_least(1), default=2)
+    parser.add_argument("--repeat", type=cli.at_least(1), default=5)
+    parser.add_argument("--only", default=",".join(PARTS), help="comma list of the parts to run")
+    args = parser.parse_args(argv)
     parts = args.only.split(",")
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ConfigError(f"--only {unknown[0]}: the parts are {', '.join(PARTS)}")
     os.makedirs(args.dir, exist_ok=True)
     store = build(args) if {"build", "pagecache", "train"} & set(parts) else None
     if "loader" in parts:
@@ -172,4 +178,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

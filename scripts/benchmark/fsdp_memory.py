@@ -16,7 +16,6 @@ fsdp_ac       + --activation_checkpointing: each block keeps its input only, and
 fsdp_ac_amp   + --use_amp: parameters gathered and used in bf16 (AVX512-BF16 on this CPU)
 (--cpu_offload moves shards off a GPU: a CPU run has nothing to offload, and refuses the flag.)
 """
-import argparse
 import os
 import re
 import sys
@@ -25,8 +24,11 @@ import tempfile
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, HERE)
 
+import models  # noqa: E402
 from data_provider import synthetic  # noqa: E402
 from scripts.benchmark.launch import peak_rss, torchrun, train_seconds  # noqa: E402
+from utils import cli  # noqa: E402
+from utils.errors import ConfigError  # noqa: E402
 
 CONFIGS = {"ddp": [], "fsdp": ["--fsdp"], "fsdp_ac": ["--fsdp", "--activation_checkpointing"],
            "fsdp_ac_amp": ["--fsdp", "--activation_checkpointing", "--use_amp"]}
@@ -46,13 +48,21 @@ def measure(model: str, config: str, args, folder: str, csv: str) -> None:
           f"{train_seconds(log) / args.steps:.1f} | {wall:.0f} |", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> None:
+    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="timer_xl,timer")
     parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--nproc", type=cli.at_least(1), default=2)
+    parser.add_argument("--steps", type=cli.at_least(1), default=3)
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        raise ConfigError(f"--configs {unknown[0]}: the configurations are {', '.join(CONFIGS)}")
+    for model in args.models.split(","):
+        try:
+            models.resolve(model)
+        except KeyError:
+            raise ConfigError(f"--models {model}: unknown model; available: {', '.join(models.NAMES)}") from None
     with tempfile.TemporaryDirectory() as folder:
         csv = os.path.join(folder, "synthetic8.csv")
         synthetic.write_csv(synthetic.generate(length=4000, n_covariates=7, seed=0), csv)
@@ -66,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

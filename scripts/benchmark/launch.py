@@ -2,21 +2,23 @@
 import os
 import re
 import subprocess
-import sys
 import time
 
 from scripts.sweep import HERE, torchrun_command
+from utils import cli
+from utils.errors import TrainingError
 
 
 def torchrun(nproc: int, flags: list) -> tuple[str, float]:
     """`torchrun --standalone --nproc_per_node NPROC run.py --ddp FLAGS`, one thread per rank: (its log, its wall
-    seconds with start-up). A failed run ends the benchmark with its error."""
+    seconds with start-up). A failed run ends the benchmark with its error line."""
     cmd = torchrun_command(nproc, [os.path.join(HERE, "run.py"), "--ddp", *flags])
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=HERE)
     wall = time.perf_counter() - start
     if proc.returncode:
-        sys.exit(proc.stderr[-3000:])
+        raise TrainingError(f"{cli.error_line(proc.stderr, 'the run failed')} (in: torchrun ... run.py --ddp "
+                            f"{' '.join(flags)})")
     return proc.stderr, wall
 
 

@@ -16,6 +16,7 @@ import torch
 
 from scripts.benchmark.throughput import exp_of, limited, ours, timed
 from scripts.sweep import paper_cells
+from utils import cli
 from utils.process import prepare_training_process
 
 
@@ -41,22 +42,22 @@ def cost(argv: list, steps: int, device: torch.device) -> dict:
             "epochs": epochs, "run_at_most": epochs * (step * steps_per_epoch + eval_epoch) + final_test}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None) -> None:
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", required=True, help="comma list of models with paper settings")
     p.add_argument("--dataset", default="ETTh1")
-    p.add_argument("--horizons", help="comma list (default: the dataset's benchmark horizons)")
-    p.add_argument("--data_root", default="./dataset", help="folder of the benchmark datasets")
-    p.add_argument("--steps", type=int, default=6, help="training steps (and evaluation batches) timed")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--horizons", type=cli.int_list, help="comma list (default: the dataset's benchmark horizons)")
+    p.add_argument("--data_root", default="./dataset", type=cli.existing_folder,
+                   help="folder of the benchmark datasets")
+    p.add_argument("--steps", type=cli.at_least(1), default=6, help="training steps (and evaluation batches) timed")
+    p.add_argument("--threads", type=cli.at_least(1), default=None, help="torch threads (default: torch's)")
     p.add_argument("--use_amp", action="store_true", help="time the runs with --use_amp added")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     prepare_training_process()  # as run.py does: its runs are what is being costed
     if a.threads:
         torch.set_num_threads(a.threads)
-    horizons = [int(h) for h in a.horizons.split(",")] if a.horizons else None
-    cells, notes = paper_cells(a.models.split(","), [a.dataset], a.data_root, horizons)
+    cells, notes = paper_cells(a.models.split(","), [a.dataset], a.data_root, a.horizons)
     for note in notes:
         print(note)
     print(f"{torch.get_num_threads()} threads, device {a.device}{', --use_amp' if a.use_amp else ''}; "
@@ -75,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -39,6 +39,7 @@ from exp.flags import parse_args, validate  # noqa: E402
 from exp.identity import plan_runs  # noqa: E402
 from run import build_model  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
+from utils import cli  # noqa: E402
 from utils.early_stopping import EarlyStopping  # noqa: E402
 from utils.process import prepare_training_process  # noqa: E402
 from utils.schedules import Horizon, build_scheduler  # noqa: E402
@@ -308,18 +309,19 @@ def options_speed(name: str, data_root: str, device: torch.device, steps: int) -
     return {label: steps / s for label, s in zip(runs, seconds)}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data_root", default=os.path.join(REPO, "dataset"), help="folder holding ETT-small/ETTh1.csv")
+def main(argv=None) -> None:
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data_root", default=os.path.join(REPO, "dataset"), type=cli.existing_folder,
+                   help="folder holding ETT-small/ETTh1.csv")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--quick", action="store_true", help="60 steps instead of full epochs (PatchTST on CPU)")
-    p.add_argument("--steps", type=int, default=None, help="this many steps per measurement (default: an epoch; "
-                                                          "--quick: 60)")
+    p.add_argument("--steps", type=cli.at_least(1), default=None,
+                   help="this many steps per measurement (default: an epoch; --quick: 60)")
     p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
     p.add_argument("--skip_options", action="store_true",
                    help="skip the DDP-path and --use_amp/--compile measurements (hundreds of steps each)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     applied = prepare_training_process()  # as run.py does
     malloc = "fixed thresholds" if applied["malloc"] else "left as the environment sets it"
     denormals = "flushed to zero" if applied["flush_denormals"] else "kept (not supported here)"
@@ -404,5 +406,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        main()
+    cli.run(main)

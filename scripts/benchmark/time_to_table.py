@@ -24,23 +24,30 @@ import tempfile
 import time
 
 from scripts.make_scripts import DATASETS
+from utils import cli
+from utils.errors import ConfigError, TrainingError
 from utils.report import DEFAULT_SETTINGS, load_settings
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def timed(cmd: list, env: dict) -> float:
+def timed(cmd: list, env: dict, cwd: str = HERE) -> float:
+    """Wall seconds of a command; its failure ends the benchmark with the error line it printed."""
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=HERE, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode:
+        raise TrainingError(f"{cli.error_line(proc.stderr, 'it failed')} (in: {' '.join(cmd)})")
     return time.perf_counter() - start
+
+
+def script_of(model: str, dataset: str) -> str:
+    return f"scripts/long_term_forecast/{model}_{dataset}.sh"
 
 
 def loop(model: str, dataset: str, seeds: list, data_root: str, folder: str) -> float:
     env = {**os.environ, "DATA_ROOT": data_root, "RESULTS": f"{folder}/results", "CHECKPOINTS": f"{folder}/ckpt"}
-    script = f"scripts/long_term_forecast/{model}_{dataset}.sh"
-    body = " && ".join(f"bash {script} --seed {s}" for s in seeds) + f" && {sys.executable} -m utils.report " \
-        f"{folder}/results"
-    return timed(["bash", "-c", body], env)
+    runs = " && ".join(f"bash {script_of(model, dataset)} --seed {s}" for s in seeds)
+    return timed(["bash", "-c", f"{runs} && {sys.executable} -m utils.report {folder}/results"], env)
 
 
 TSLIB_MODELS = {"dlinear": "DLinear"}  # models whose paper setting TSLib's run.py flags express
@@ -50,11 +57,11 @@ TSLIB_FLAGS = {"task": ("seq_len",), "training": ("batch_size", "learning_rate",
 def tslib_commands(model: str, dataset: str, runs: int, data_root: str, python: str = sys.executable) -> list:
     """TSLib's run.py per horizon of the model's paper setting on the dataset (scripts/reproduce/paper_settings.json)."""
     if model not in TSLIB_MODELS:
-        sys.exit(f"--tslib: no TSLib translation of {model}'s paper setting (have: {', '.join(TSLIB_MODELS)})")
+        raise ConfigError(f"--tslib: no TSLib translation of {model}'s paper setting (have: {', '.join(TSLIB_MODELS)})")
     settings = {h: cfg for (m, d, h), cfg in sorted(load_settings(DEFAULT_SETTINGS).items())
                 if (m, d) == (model, dataset)}
     if not settings:
-        sys.exit(f"--tslib: {model} has no paper setting on {dataset}")
+        raise ConfigError(f"--tslib: {model} has no paper setting on {dataset}")
     folder = os.path.join(data_root, DATASETS[dataset][0])
     data = next(iter(settings.values()))["data"]
     with open(os.path.join(folder, data["file"])) as f:
@@ -74,10 +81,8 @@ def tslib(model: str, dataset: str, seeds: list, data_root: str, tslib_dir: str,
     """TSLib writes checkpoints and results under its working directory: a fresh copy of the checkout per timing."""
     with tempfile.TemporaryDirectory() as work:
         shutil.copytree(tslib_dir, work, dirs_exist_ok=True)
-        start = time.perf_counter()
-        for cmd in tslib_commands(model, dataset, len(seeds), data_root, python):
-            subprocess.run(cmd, cwd=work, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        return sum(timed(cmd, dict(os.environ), work)
+                   for cmd in tslib_commands(model, dataset, len(seeds), data_root, python))
 
 
 def sweep(model: str, dataset: str, seeds: list, data_root: str, folder: str) -> tuple:
@@ -91,17 +96,21 @@ def sweep(model: str, dataset: str, seeds: list, data_root: str, folder: str) ->
     return seconds, overhead
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data_root", required=True)
+def main(argv=None) -> None:
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data_root", required=True, type=cli.existing_folder)
     p.add_argument("--model", default="dlinear")
     p.add_argument("--dataset", default="ETTh1")
-    p.add_argument("--seeds", default="2021,2022,2023")
-    p.add_argument("--repeat", type=int, default=1, help="alternating repetitions")
-    p.add_argument("--tslib", help="a Time-Series-Library checkout: also time its run.py per horizon")
+    p.add_argument("--seeds", type=cli.int_list, default="2021,2022,2023")
+    p.add_argument("--repeat", type=cli.at_least(1), default=1, help="alternating repetitions")
+    p.add_argument("--tslib", type=cli.existing_folder,
+                   help="a Time-Series-Library checkout: also time its run.py per horizon")
     p.add_argument("--tslib_python", default=sys.executable, help="the Python with TSLib's requirements")
-    a = p.parse_args()
-    seeds, data_root = a.seeds.split(","), os.path.abspath(a.data_root)
+    a = p.parse_args(argv)
+    if not os.path.isfile(os.path.join(HERE, script_of(a.model, a.dataset))):
+        raise ConfigError(f"--model {a.model} --dataset {a.dataset}: no paper-setting script "
+                          f"{script_of(a.model, a.dataset)} (scripts/make_scripts.py writes them)")
+    seeds, data_root = [str(s) for s in a.seeds], os.path.abspath(a.data_root)
     print(f"{a.model} {a.dataset}, seeds {a.seeds}, {os.cpu_count()} cores")
     for r in range(a.repeat):
         with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as other:
@@ -117,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -11,7 +11,6 @@ seeded 5% of the training windows (few-shot), and the same architecture trained 
 them. Prints the table of test MSE/MAE and writes it, with every command, to OUT/table.md. Runs that finished
 are not run again (the framework's run identities), so an interrupted table resumes.
 """
-import argparse
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, HERE)
 
 from data_provider import corpus_gen, datasets  # noqa: E402
+from utils import cli  # noqa: E402
+from utils.errors import ConfigError, TrainingError  # noqa: E402
 
 # (file under --data_root, --data) of the benchmarks a corpus may take
 BENCHMARKS = {"ETTh1": "ETT-small/ETTh1.csv", "ILI": "illness/national_illness.csv"}
@@ -54,22 +55,27 @@ def run(flags: list, args, log: list) -> dict:
     log.append(" ".join(cmd[1:]))
     proc = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True)
     if proc.returncode:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        raise TrainingError(f"{cli.error_line(proc.stderr, 'a run failed')} (in: {' '.join(cmd[1:])})")
     line = [ln for ln in proc.stderr.splitlines() if "outputs of" in ln][-1]
     folder = line.split("results ")[1].split(" | ")[0]
     with open(os.path.join(folder, "metrics.json")) as f:
         return json.load(f)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_root", required=True)
+def main(argv=None) -> None:
+    parser = cli.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data_root", required=True, type=cli.existing_folder)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--targets", default="ETTh1,ILI")
-    parser.add_argument("--steps", type=int, default=4000, help="pre-training optimizer steps (batch 64)")
-    parser.add_argument("--generated_points", type=float, default=2e7)
+    parser.add_argument("--targets", default="ETTh1,ILI", help=f"comma list of {', '.join(TASKS)}")
+    parser.add_argument("--steps", type=cli.at_least(1), default=4000, help="pre-training optimizer steps (batch 64)")
+    parser.add_argument("--generated_points", type=cli.at_least(1.0, float), default=2e7)
     parser.add_argument("--seed", type=int, default=2021)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for target in args.targets.split(","):  # before any corpus is generated
+        if target not in TASKS:
+            raise ConfigError(f"--targets {target}: the targets are {', '.join(TASKS)}")
+        if not os.path.isfile(os.path.join(args.data_root, BENCHMARKS[target])):
+            raise ConfigError(f"--targets {target}: no {BENCHMARKS[target]} under --data_root {args.data_root}")
     os.makedirs(args.out, exist_ok=True)
     rows, log = [], []
     for target in args.targets.split(","):
@@ -104,4 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)
