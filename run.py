@@ -20,12 +20,16 @@ import models
 from data_provider.factory import DataBundle, build_data
 from data_provider.windows import eval_windows
 from exp import dialects
-from exp.exp_forecast import ExpForecast, check_output_shape
-from exp.flags import model_hparams, parse_args, validate
-from exp.identity import RunPlan, adopt_checkpoint, check_pretrained, model_section, plan_runs
+from exp.experiment import Experiment
+from exp.config import parse_args, resolve
+from exp.flags import model_hparams
+from exp.identity import check_pretrained, model_section, plan_runs
+from exp.parallel import model_blocks
+from models.contract import output_problem
 from utils import checkpoint, dist, interrupt, runlock, threads
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
+from utils.peers import Peers
 from utils.process import prepare_training_process
 from utils.seeding import rank_seed, seed_everything
 
@@ -33,7 +37,7 @@ log = logging.getLogger("run")
 
 
 def build_model(args, data: DataBundle) -> torch.nn.Module:
-    task = {**vars(args), "enc_in": data.n_channels, "n_marks": data.n_marks}
+    task = {**args.as_dict(), "enc_in": data.n_channels, "n_marks": data.n_marks}
     try:
         model = models.build(args.model, task, model_hparams(args))
     except ValueError as e:
@@ -85,56 +89,57 @@ def preflight(args, env: dist.DistEnv, data: DataBundle) -> None:
                           f"(0..{channels - 1}, or -{channels}..-1 from the end)")
 
 
-def run_repetition(args, env: dist.DistEnv, data: DataBundle, model: torch.nn.Module, plan: RunPlan,
-                   callbacks=()) -> dict:
-    exp = ExpForecast(args, env, data, model, plan, callbacks)
-    if plan.train:
-        log.info(">>> training %s", plan.identity.setting)
-        exp.train()
-    metrics = exp.test()
-    log.info("outputs of %s: results %s | checkpoint %s", plan.identity.setting,
-             os.path.join(plan.results_dir, plan.test), plan.test_checkpoint or args.pretrain_model_path)
-    trained_here = exp.history[exp.rows_resumed:] if plan.train else []
-    return {"history": exp.history, "metrics": metrics,
-            "epoch_seconds": sum(h["train_seconds"] + h["eval_seconds"] for h in trained_here)}
+def check_model(model: torch.nn.Module, args, data: DataBundle) -> None:
+    """One training window through the model before any step (models/contract.py), so a model that returns the
+    wrong shape fails with one line instead of training on a slice; one that --activation_checkpointing cannot
+    apply to, too."""
+    problem = output_problem(model, args, data.first_window(), data.n_channels)
+    if problem:
+        raise ConfigError(problem)
+    if args.activation_checkpointing and not model_blocks(model, args, data.first_window()):
+        raise ConfigError(f"--activation_checkpointing recomputes a model's blocks (the layers of an nn.ModuleList "
+                          f"it calls): model {args.model} has none")
 
 
-def main(argv=None, callbacks=()) -> list:
+def main(argv=None, callbacks=(), peers=None) -> list:
     """Returns {"history", "metrics", "epoch_seconds"} of every repetition, on every rank: epoch_seconds is the
     training and evaluation time of the epochs this call ran (not those a resumed or tested run inherited).
-    callbacks: see ExpForecast."""
+    callbacks: see exp.trainer.Trainer. peers: this rank's messages to the others (utils/peers.py; cli's, which
+    reports its failures to them)."""
+    peers = peers or Peers.of_this_process()
     prepare_training_process()  # for every caller: the command line, a sweep's workers, the tests
     load = threads.LoadProbe()  # what other processes do on this machine while this one starts
-    args = parse_args(argv)
-    env = dist.detect(args.ddp, args.device)
+    draft = parse_args(argv)  # resolution leaves the runtime flags read before it as they are
+    env = dist.detect(draft.ddp, draft.device)
     setup_logging(env.rank, env.is_main)
-    locks = runlock.run_locks(env.is_main, args.checkpoints, args.results_dir)
+    locks = runlock.run_locks(env.is_main, draft.checkpoints, draft.results_dir)
     try:
         # Everything that can fail on bad input happens before the first collective, on every rank; a rank that
         # fails makes the others stop at the end of this block instead of waiting for it.
-        with dist.Startup(env, args.dist_timeout, {"--checkpoints": args.checkpoints,
-                                                   "--results_dir": args.results_dir}) as startup:
-            adopted = adopt_checkpoint(args) if args.test_dir else None
-            validate(args)
-            data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks)
-            dialects.check_channels(args.declared_channels, data.n_channels, args.covariate, data.file)
+        with peers.startup(env, draft.dist_timeout, {"--checkpoints": draft.checkpoints,
+                                                     "--results_dir": draft.results_dir}) as startup:
+            args = resolve(draft)  # frozen; it reads --test_dir's checkpoint
+            adopted = args.origin.adopted
+            data = build_data(args, env.device, env.is_main, models.capabilities(args.model).time_marks,
+                              peers.wait_for_main)
+            dialects.check_channels(args.origin.declared_channels, data.n_channels, args.covariate, data.file)
             preflight(args, env, data)
             plans = plan_runs(args, data, env.world_size, adopted, locks.acquire)
             seed_everything(plans[0].identity.seed)
             model = build_model(args, data)
-            check_output_shape(model, args, data)
+            check_model(model, args, data)
             log.info("intra-op threads: %d (%s)", *threads.configure(args.threads, load))
             startup.decided = {"data file": f"{data.file} {data.fingerprint}",
                                "runs": " ".join(plan.digest() for plan in plans)}
 
-        dist.init(env, args.dist_timeout)
+        dist.init(env, peers, args.dist_timeout)
         results = []
         for i, plan in enumerate(plans):
             if i:
                 seed_everything(plan.identity.seed)  # parameters: initialised alike on every rank
                 model = build_model(args, data)
             seed_everything(rank_seed(plan.identity.seed, env.rank))  # training randomness: each rank its own
-            results.append(run_repetition(args, env, data, model, plan, callbacks))
+            results.append(Experiment(args, env, data, model, plan, callbacks).run())
             del model
             # DDP's reducer must go while the process group is still registered: freed after it, the group's
             # destructor would join gloo threads under the GIL they wait for (a hang at exit)
@@ -153,40 +158,42 @@ def cli(argv=None, callbacks=(), passthrough=()) -> list:
     Errors leave through os._exit: after a failed collective, tearing down a process group can block.
     (Run as a script, a successful run leaves through it too, see the end of this file.)
     """
+    peers = Peers.of_this_process()
     rank = os.environ.get("RANK", "0")
     prefix = "" if rank == "0" else f"[rank {rank}] "
-    interrupt.install(lambda signum: _exit(128 + signum, _interrupted(prefix, rank, signum)))
+    interrupt.install(lambda signum: _exit(128 + signum, _interrupted(peers, prefix, rank, signum)))
     try:
         try:
-            return main(argv, callbacks)
+            return main(argv, callbacks, peers)
         except passthrough:
             raise
         except ConfigError as e:
-            _fail(2, prefix, rank, str(e))
+            _fail(peers, 2, prefix, rank, str(e))
         except TrainingError as e:
-            _fail(1, prefix, rank, str(e))
+            _fail(peers, 1, prefix, rank, str(e))
         except Exception as e:  # noqa: BLE001 - a bug keeps its traceback, a failed collective gets one line
             interrupt.ending()  # torchrun's stop of the group, arriving now, must not hide what happened
             failure = dist.describe_failure(e)
-            peer = failure and dist.peer_failure()
+            peer = failure and peers.failure()
             if peer:
                 _exit(1, f"{prefix}error: a peer rank stopped: {peer}")
-            _fail(1, prefix, rank, failure or f"{type(e).__name__}: {e}", None if failure else traceback.format_exc())
+            _fail(peers, 1, prefix, rank, failure or f"{type(e).__name__}: {e}",
+                  None if failure else traceback.format_exc())
     except interrupt.Interrupted as e:  # also one that arrives while another error is being reported
-        _exit(128 + e.signum, _interrupted(prefix, rank, e.signum))
+        _exit(128 + e.signum, _interrupted(peers, prefix, rank, e.signum))
 
 
-def _interrupted(prefix: str, rank: str, signum: int) -> str:
+def _interrupted(peers, prefix: str, rank: str, signum: int) -> str:
     """torchrun stops the other ranks with SIGTERM when one fails: then that rank's error is the news. Otherwise
     this rank was interrupted, and says so to peers whose collectives it leaves hanging."""
-    peer = dist.peer_failure(interruptions=False)
+    peer = peers.failure(interruptions=False)
     if peer:
         return f"{prefix}error: a peer rank stopped: {peer}"
-    dist.publish_failure(f"rank {rank} was interrupted ({signal.Signals(signum).name})", interruption=True)
+    peers.publish(f"rank {rank} was interrupted ({signal.Signals(signum).name})", interruption=True)
     return f"{prefix}{interrupt.message()}"
 
 
-def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = None) -> None:
+def _fail(peers, code: int, prefix: str, rank: str, error: str, trace: str | None = None) -> None:
     """Print this rank's error (a bug: its traceback) and leave it for the other ranks to report.
 
     Printed first: while this rank waits for its peers to read its error, torchrun may stop it (a peer that
@@ -194,7 +201,7 @@ def _fail(code: int, prefix: str, rank: str, error: str, trace: str | None = Non
     interrupt.ending()
     sys.stderr.write((trace.rstrip() if trace else f"{prefix}error: {error}") + "\n")
     sys.stderr.flush()
-    dist.publish_failure(f"rank {rank}: {error.splitlines()[0]}")
+    peers.publish(f"rank {rank}: {error.splitlines()[0]}")
     _exit(code)
 
 

@@ -12,8 +12,7 @@ import torch
 from data_provider import corpus, datasets
 from data_provider.readers import Table, check_file, check_values, parse_dates
 from data_provider.scaling import StandardScale
-from data_provider.windows import WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
-from utils import dist
+from data_provider.windows import Batch, WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
 from utils.errors import ConfigError
 from utils.files import write_atomic
 from utils.identity import content_fingerprint, file_fingerprint
@@ -32,6 +31,10 @@ class DataBundle:
     scaler: StandardScale | None  # None: a corpus, scaled per series or per window (data_provider/corpus.py)
     file: str             # the data file's name and content fingerprint: part of a run's identity
     fingerprint: str
+
+    def first_window(self) -> Batch:
+        """The first training window, a batch of one on the CPU: what the model contract's checks run."""
+        return Batch(*(None if t is None else t.cpu() for t in self.datasets["train"].gather(torch.tensor([0]))))
 
 
 def data_file(args) -> str:
@@ -183,9 +186,11 @@ def _check_windows(split: str, ds, rows: int) -> None:
                           "--test_pred_len or more data")
 
 
-def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> DataBundle:
+def build_data(args, device: torch.device, is_main: bool, uses_marks: bool, wait_for_main=None) -> DataBundle:
+    """wait_for_main(ready, what, timeout): how a rank waits for a file the main rank writes (utils/peers.py;
+    None: a process on its own, which waits for no one)."""
     if args.data == corpus.NAME:
-        return corpus_data(args, device, is_main)
+        return corpus_data(args, device, is_main, wait_for_main)
     entry = datasets.resolve(args.data, args.data_path)
     path = data_file(args)
     table, fingerprint = load_table(args, entry, path, is_main)
@@ -219,7 +224,7 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool) -> D
                       table.columns, scaler, os.path.basename(path), fingerprint)
 
 
-def corpus_data(args, device: torch.device, is_main: bool) -> DataBundle:
+def corpus_data(args, device: torch.device, is_main: bool, wait_for_main=None) -> DataBundle:
     """The windows of a corpus store (built here by the main rank when missing; the others wait for it)."""
     store = corpus.store_path(args.root_path, args.corpus_store)
     if not os.path.isfile(os.path.join(store, "manifest.json")):
@@ -227,9 +232,9 @@ def corpus_data(args, device: torch.device, is_main: bool) -> DataBundle:
             raise ConfigError(f"--root_path {args.root_path}: no such folder of series files")
         if is_main:
             corpus.build(args.root_path, store)
-        else:
-            dist.wait_for_main(lambda: os.path.isfile(os.path.join(store, "manifest.json")),
-                               f"rank 0 to build the corpus store {store}", args.dist_timeout)
+        elif wait_for_main is not None:
+            wait_for_main(lambda: os.path.isfile(os.path.join(store, "manifest.json")),
+                          f"rank 0 to build the corpus store {store}", args.dist_timeout)
     reason = corpus.stale(store, args.root_path)
     if reason:
         raise ConfigError(f"corpus store {store} does not match the files in {args.root_path}: {reason}; delete the "

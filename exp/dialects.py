@@ -348,7 +348,7 @@ def _tslib_fixed(args, t: Translation) -> None:
         fixed = dict(TSLIB_FIXED.get(models.resolve(args.model), {}))
         named_columns = datasets.resolve(args.data, args.data_path).target is not None
     except KeyError:
-        return  # validate() reports the unknown model or data
+        return  # resolution (exp/config.py) reports the unknown model or data
     if not named_columns and "target_only" in t.mapped:
         fixed["target_only"] = False  # TSLib's Solar and PEMS loaders read every channel whatever --features says
     for dest, value in fixed.items():
@@ -366,7 +366,7 @@ def _set_model_flags(args, t: Translation) -> None:
     try:
         declared = models.hyperparameters(args.model)
     except (KeyError, models.ModelFileError):
-        return  # validate() reports it
+        return  # resolution reports it
     for dests, (flag, value, otherwise) in t.model_flags.items():
         dest = next((d for d in dests if d in declared), None)
         if dest is not None:
@@ -381,7 +381,7 @@ def _openltm_model_flags(args, t: Translation) -> None:
         model = models.resolve(args.model)
         declared = models.hyperparameters(model)
     except (KeyError, models.ModelFileError):
-        return  # validate() reports it
+        return  # resolution reports it
     if model == "ttm":
         _openltm_ttm(args, t)
         return
@@ -424,7 +424,7 @@ def _openltm_ttm(args, t: Translation) -> None:
     if stride != args.patch_len:
         unlike.append(f"{named('--stride')} {stride} with --patch_size {args.patch_len} starts a patch every {stride} "
                       "points, ours lie end to end")
-    elif args.patch_len >= 1 and args.seq_len % args.patch_len:  # a patch_len below 1: validate() says so
+    elif args.patch_len >= 1 and args.seq_len % args.patch_len:  # a patch_len below 1: resolution says so
         unlike.append(f"--seq_len {args.seq_len} is no multiple of --patch_size {args.patch_len}: its patches leave "
                       "out the window's last points, ours its first")
     if args.test_pred_len != args.output_token_len:

@@ -1,8 +1,9 @@
 """A run's identity, where its outputs live, and what it may resume or test.
 
-Identity: every flag whose role (exp/flags.py) is tag, model, task, data or training, with the data file
-entering as its name and content fingerprint and pretrained weights as their fingerprint. Only the chosen
-model's own hyper-parameters count, and input_token_len only where it matters. The run's name keeps a
+Identity: every flag of the configuration's tag, model, task, data and training sections (exp/flags.py), with the
+data file entering as its name and content fingerprint and pretrained weights as their fingerprint. Only the chosen
+model's own hyper-parameters count, input_token_len only where it matters, and what was added after runs were
+recorded only off the value those runs had (added_later), so that they keep their identity. The run's name keeps a
 readable prefix (model_id, model, data, features, mode, lengths, des), then `config_id` (a short hash of
 the identity without the seed: the seeds of one configuration share it) and the seed.
 
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass
 import models
 from data_provider import corpus
 from data_provider.factory import DataBundle, feature_set
-from exp.flags import model_hparams, roles, uses_input_tokens, zero_shot
+from exp.flags import later_flags, model_hparams, roles, uses_input_tokens, zero_shot
 from utils import checkpoint, schedules
 from utils.errors import ConfigError
 from utils.files import write_atomic
@@ -70,40 +71,56 @@ def features_code(args) -> str:
     return "U" if args.univariate else "MS" if args.covariate else "S" if args.target_only else "M"
 
 
-# flags added after results were published: at their default they stay out, so earlier runs keep their identity
-_ONLY_WHEN_SET = {"val_windows": 0, "train_steps": 0, "val_every": 0, "fsdp": False}
+IDENTITY_SECTIONS = ("tag", "model", "task", "data", "training")
+# Model.revision and Schedule.revision: raised when a change to the code changes results; 1 is the code as it was
+# when revisions began, which added nothing to identities
+FIRST_REVISIONS = {"revision": 1, "lradj_revision": 1}
+
+
+def added_later(model: str) -> dict:
+    """What entered run identities after runs were recorded, with the value those runs had: the flags declared
+    later=True (exp/flags.py) and the model's hyper-parameters declared hparam(later=True) at their defaults, and the
+    revisions at their first. An entry at that value stays out of a run's identity, so the earlier runs keep theirs."""
+    return {**later_flags(), **models.later_hyperparameters(model), **FIRST_REVISIONS}
+
+
+def _as_recorded(entries: dict, later: dict) -> dict:
+    """The entries without those at the value they had before they entered identities."""
+    return {name: value for name, value in entries.items() if name not in later or later[name] != value}
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:
     """The canonical configuration of a run (seed included), by section; the data enters as its file's name and
     content fingerprint. The world size is part of training: with the same per-rank flags it sets the global batch,
     the scaled learning rate and the ranks' random streams."""
-    config = {section: {} for section in ("tag", "model", "task", "data", "training")}
+    config = {section: {} for section in IDENTITY_SECTIONS}
     schedule = schedules.registry()[args.lradj]
-    for name, role in roles().items():
-        if role in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)) \
-                and _ONLY_WHEN_SET.get(name, object()) != getattr(args, name):
-            config[role][name] = getattr(args, name)
-        elif role == "schedule" and name in schedule.flags:
-            config["training"][name] = getattr(args, name)
-    if schedule.revision > 1:  # the first adds nothing, so identities from before revisions existed stand
-        config["training"]["lradj_revision"] = schedule.revision
+    read_by_schedules = {flag for s in schedules.registry().values() for flag in s.flags}
+    for name, section in roles().items():
+        if section in ("tag", "task", "training") and (name != "input_token_len" or uses_input_tokens(args)) \
+                and (name not in read_by_schedules or name in schedule.flags):
+            config[section][name] = getattr(args, name)
+    config["training"]["lradj_revision"] = schedule.revision
     config["model"] = model_section(args)
-    config["data"] = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
-    if args.data == corpus.NAME:
-        config["data"]["corpus_norm"] = args.corpus_norm
-    for name, default in (("date_format", None), ("dayfirst", False), ("fill_missing", None)):
-        if getattr(args, name) != default:  # added later: at their default, earlier runs keep their identity
-            config["data"][name] = getattr(args, name)
-    if args.freq is not None and models.capabilities(args.model).time_marks:
-        config["data"]["time_features"] = feature_set(args.freq)  # only models that read them
+    config["data"] = _data_section(args, file, fingerprint)
     if zero_shot(args):  # nothing is trained: the weights are what the test depends on
         config["training"] = {"zero_shot_from": file_fingerprint(args.pretrain_model_path)}
-        return config
-    training = config["training"]
-    training["pretrain_model_path"] = file_fingerprint(args.pretrain_model_path) if args.adaptation else None
-    training["world_size"] = world_size
-    return config
+    else:
+        config["training"]["pretrain_model_path"] = \
+            file_fingerprint(args.pretrain_model_path) if args.adaptation else None
+        config["training"]["world_size"] = world_size
+    later = added_later(args.model)
+    return {section: _as_recorded(entries, later) for section, entries in config.items()}
+
+
+def _data_section(args, file: str, fingerprint: str | None) -> dict:
+    section = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
+    if args.data == corpus.NAME:
+        section["corpus_norm"] = args.corpus_norm
+    section.update(date_format=args.date_format, dayfirst=args.dayfirst, fill_missing=args.fill_missing)
+    if args.freq is not None and models.capabilities(args.model).time_marks:
+        section["time_features"] = feature_set(args.freq)  # only models that read them
+    return section
 
 
 def make_identity(args, data: DataBundle, world_size: int, seed: int) -> RunIdentity:
@@ -145,10 +162,11 @@ def check_checkpoint(path: str, recorded: RunIdentity, current: dict, sections=C
         raise ConfigError(f"cannot {purpose} {path}: it was trained with other flags: {'; '.join(found)}")
 
 
-def adopt_checkpoint(args) -> RunIdentity:
-    """--test_dir: test that checkpoint as it was trained. Its tag, model and task flags replace this run's (the
-    data flags stay and are checked against it once the data is loaded)."""
-    path = os.path.join(args.checkpoints, args.test_dir, args.test_file_name)
+def adopt_checkpoint(draft) -> RunIdentity:
+    """--test_dir: test that checkpoint as it was trained. Its tag, model and task flags and its seed replace those of
+    the draft of this run's configuration (exp/config.py; the data flags stay, and are checked against it once the
+    data is loaded). An entry added later that it does not record had the value that kept it out."""
+    path = os.path.join(draft.checkpoints, draft.test_dir, draft.test_file_name)
     if not os.path.isfile(path):
         raise ConfigError(f"--test_dir: no checkpoint at {path}")
     recorded = recorded_identity(path)
@@ -156,15 +174,17 @@ def adopt_checkpoint(args) -> RunIdentity:
     if model.get("revision", 1) != models.revision(model["model"]):
         raise ConfigError(f"--test_dir: {path} holds {model['model']} revision {model.get('revision', 1)}, this code "
                           f"is revision {models.revision(model['model'])}: its results would not be the run's")
+    later = added_later(model["model"])
     changed = []
     for section in ("tag", "model", "task"):
-        for name, value in recorded.config[section].items():
-            if name == "revision":
-                continue
-            if getattr(args, name, None) != value:
+        unrecorded = {name: value for name, value in later.items() if roles().get(name) == section}
+        for name, value in {**unrecorded, **recorded.config[section]}.items():
+            if name not in roles():
+                continue  # the revision, checked above
+            if getattr(draft, name, None) != value:
                 changed.append(f"{name} {value}")
-            setattr(args, name, value)
-    args.seed = recorded.seed
+            setattr(draft, name, value)
+    draft.seed = recorded.seed
     if changed:
         log.info("testing %s as it was trained: %s", path, ", ".join(changed))
     return recorded
@@ -306,11 +326,7 @@ def clear_run(plan: RunPlan) -> None:
 
 
 def model_section(args) -> dict:
-    """The architecture: the model, its revision when past the first (the first adds nothing, so identities
-    from before revisions existed stand), and its own hyper-parameters (one added later only when set off its
-    default, for the same reason)."""
-    revision = models.revision(args.model)
-    later = {f.name: f.default for f in models.hyperparameter_fields(models.model_class(args.model))
-             if f.metadata["later"]}
-    hparams = {k: v for k, v in model_hparams(args).items() if k not in later or v != later[k]}
-    return {"model": args.model, **({"revision": revision} if revision > 1 else {}), **hparams}
+    """The architecture: the model, its revision and its own hyper-parameters (those added later, and the revision,
+    only off their first value: added_later)."""
+    return _as_recorded({"model": args.model, "revision": models.revision(args.model), **model_hparams(args)},
+                        added_later(args.model))

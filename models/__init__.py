@@ -1,4 +1,4 @@
-"""Model registry: every module in this package except base and layers is a model, keyed by its file name.
+"""Model registry: every module in this package except base, contract and layers is a model, keyed by its file name.
 
 Drop `models/my_model.py` with a `Model(nn.Module)` class (its `capabilities`, and a `Config` dataclass of
 its hyper-parameters) and `--model my_model` trains it. A module is imported when it is first needed; one
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from models.base import TASK_FIELDS, Capabilities, hparam
 
-_SKIP = {"base", "layers"}
+_SKIP = {"base", "contract", "layers"}
 NAMES = tuple(sorted(info.name for info in pkgutil.iter_modules(__path__)
                      if info.name not in _SKIP and not info.name.startswith("_")))
 _loaded = {}
@@ -98,6 +98,12 @@ def revision(name: str) -> int:
     """Model.revision (default 1): raised when a change to a model file changes its results, so that runs of
     the earlier code keep an identity of their own."""
     return getattr(model_class(name), "revision", 1)
+
+
+def later_hyperparameters(name: str) -> dict:
+    """The hyper-parameters models/<name>.py declares hparam(later=True), with their defaults (the model as it was
+    before them)."""
+    return {f.name: f.default for f in hyperparameter_fields(model_class(name)) if f.metadata["later"]}
 
 
 def hyperparameters(name: str) -> tuple:

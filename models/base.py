@@ -59,7 +59,7 @@ def hparam(default, help: str, *, tiny=None, low=None, high=None, choices=None, 
     small value (`tiny`, default: the default), what is valid: low <= value (< high), or one of choices, and
     the default search range of tuning (none: not tuned unless asked). `later`: added to a model that already has
     results, with a default that is the model as it was: at that default it stays out of a run's identity, so the
-    earlier runs keep theirs."""
+    earlier runs keep theirs (the rule of every flag added later: exp/identity.py, added_later)."""
     return field(default=default, metadata={"help": help, "tiny": default if tiny is None else tiny,
                                             "low": low, "high": high, "choices": choices, "search": search,
                                             "later": later})

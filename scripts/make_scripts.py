@@ -1,6 +1,6 @@
 """Writes scripts/long_term_forecast/<model>_<dataset>.sh from one table of hyper-parameters, and
 scripts/reproduce/paper_settings.json: the configuration each script runs for every horizon that has a
-published number (utils.report compares a result with the paper only when its configuration is that one).
+published number (analysis.report compares a result with the paper only when its configuration is that one).
 
     python scripts/make_scripts.py        # regenerate after editing the table
 
@@ -481,7 +481,7 @@ def paper_settings() -> list:
     and of every model's ETTh1 script (the results page shows ours alone where no paper number exists)."""
     sys.path.insert(0, os.path.dirname(HERE))
     from data_provider.factory import data_file
-    from exp.flags import parse_args, validate
+    from exp.config import parse_args, resolve
     from exp.identity import run_config
     with open(REFERENCE, newline="") as f:
         published = [(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])) for r in csv.DictReader(f)]
@@ -490,8 +490,7 @@ def paper_settings() -> list:
     for model, ds, seq_len, horizon in sorted(published, key=lambda p: (p[0], p[1], p[3])) + etth1:
         if model not in MODELS or ds not in DATASETS or MODELS[model](ds) is None or (model, ds, horizon) in seen:
             continue
-        args = parse_args(run_flags(model, ds, horizon))
-        validate(args)
+        args = resolve(parse_args(run_flags(model, ds, horizon)))
         if seq_len is not None and args.seq_len != seq_len:
             continue  # the paper's number is for another lookback than its script's
         config = run_config(args, os.path.basename(data_file(args)), None, world_size=1)

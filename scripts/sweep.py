@@ -15,7 +15,7 @@ once, keeping the data files it has read, and using its share of the cores (--th
 finished and been tested (its identity's results are there) is skipped, an interrupted one continues from its
 last epoch (--resume auto), so a killed sweep run again picks up where it stopped. A failing cell is reported
 with its error line and the others go on. Each cell's log is SWEEP_DIR/logs/<cell>.log, its outcome a row of
-SWEEP_DIR/cells.csv as soon as it finishes; at the end the report of the results folder (utils.report: seeds
+SWEEP_DIR/cells.csv as soon as it finishes; at the end the report of the results folder (analysis.report: seeds
 averaged, paper gaps) is printed and written. --nproc N runs every cell as an N-process DDP job (torchrun).
 Flags run.py does not know, and malformed values, stop the sweep before it starts: one line, exit code 2.
 """
@@ -130,11 +130,10 @@ def finished(argv: list, world_size: int) -> bool:
     written. argv has --resume auto, under which a finished run plans no training."""
     import models  # noqa: PLC0415
     from data_provider.factory import build_data  # noqa: PLC0415
-    from exp.flags import parse_args, validate  # noqa: PLC0415
+    from exp.config import parse_args, resolve  # noqa: PLC0415
     from exp.identity import plan_runs  # noqa: PLC0415
     from utils import dist  # noqa: PLC0415
-    args = parse_args(argv)
-    validate(args)
+    args = resolve(parse_args(argv))
     env = dist.detect(False, args.device)
     data = build_data(args, env.device, True, models.capabilities(args.model).time_marks)
     plans = plan_runs(args, data, world_size)
@@ -451,7 +450,7 @@ def parse(argv: list) -> tuple:
 def parse_cells(cells: list) -> list:
     """run.py's arguments of every cell: a flag run.py does not know or a malformed value stops the sweep before
     it starts, not each cell in its worker."""
-    from exp.flags import parse_args  # noqa: PLC0415
+    from exp.config import parse_args  # noqa: PLC0415
     parsed = []
     for name, argv in zip(cell_names(cells), cells):
         try:
@@ -497,7 +496,7 @@ def main(argv=None) -> list:
         results = sweep(cells, sweep_dir, workers, threads, options.nproc, gpus, progress=not options.quiet)
     failed = [r for r in results if r.status == FAILED]
     ran = [r for r in results if r.status == DONE]
-    from utils import report  # noqa: PLC0415
+    from analysis import report  # noqa: PLC0415
     with contextlib.suppress(ConfigError):  # no finished run at all: the failures above say why
         report.main([results_dir])
     overhead = f" (beyond their epochs {sum(r.seconds - r.epoch_seconds for r in ran) / len(ran):.2f} s a cell)" \

@@ -25,7 +25,6 @@ optimisation history), then the best configuration is trained with --final_seeds
 """
 import argparse
 import contextlib
-import copy
 import hashlib
 import io
 import json
@@ -272,7 +271,8 @@ def parse(argv: list) -> tuple:
 def main(argv=None) -> dict:
     import optuna  # noqa: PLC0415
     import models  # noqa: PLC0415
-    from exp.flags import parse_args, parser, validate  # noqa: PLC0415
+    from exp.config import parse_args, resolve  # noqa: PLC0415
+    from exp.flags import parser  # noqa: PLC0415
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     options, tokens = parse(sys.argv[1:] if argv is None else argv)
     cells = sweep.expand(tokens, sweep.list_valued_flags())
@@ -281,7 +281,7 @@ def main(argv=None) -> dict:
                           "a sweep's axis: use --space for what is searched)")
     base = cells[0]
     args = parse_args(base)
-    validate(copy.copy(args))  # bad flags stop the study before it starts; its name keeps them as given
+    resolve(args)  # bad flags stop the study before it starts; its name keeps them as given (resolve copies them)
     space = parse_space(options.space) if options.space else model_space(args.model)
     declared = models.hyperparameters(args.model)
     foreign = [name for name in space if name in parser().model_flag_defaults and name not in declared]

@@ -1,11 +1,11 @@
-"""utils.compare: two models' runs compared window by window, and many models ranked over many tests."""
+"""analysis.compare: two models' runs compared window by window, and many models ranked over many tests."""
 import os
 
 import numpy as np
 import pytest
 
 import run
-from utils import compare, report, stats
+from analysis import compare, report, stats
 from utils.errors import ConfigError
 
 DIRECT = ["--nonautoregressive", "--seq_len", "48", "--output_token_len", "16"]

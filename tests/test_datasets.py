@@ -11,7 +11,7 @@ import torch
 from data_provider import datasets
 from data_provider.factory import build_data, fill_missing
 from data_provider.readers import parse_dates, read_dated_csv
-from exp.flags import parse_args, validate
+from exp.config import parse_args, resolve
 from exp.identity import run_config
 from utils.errors import ConfigError
 
@@ -19,10 +19,8 @@ SEQ, PRED = 12, 4
 
 
 def _args(root, *flags):
-    args = parse_args(["--root_path", str(root), "--model", "dlinear", "--nonautoregressive", "--seq_len", str(SEQ),
-                       "--output_token_len", str(PRED), *flags])
-    validate(args)
-    return args
+    return resolve(parse_args(["--root_path", str(root), "--model", "dlinear", "--nonautoregressive", "--seq_len",
+                               str(SEQ), "--output_token_len", str(PRED), *flags]))
 
 
 def _load(args, uses_marks=False):

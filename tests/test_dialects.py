@@ -10,7 +10,7 @@ import pytest
 
 import run
 from exp import dialects
-from exp.flags import parse_args, validate
+from exp.config import parse_args, resolve
 from exp.identity import run_config
 from tests.conftest import REPO
 from utils.errors import ConfigError
@@ -87,9 +87,7 @@ def _argv(line: str, root, *extra) -> list:
 
 
 def _config(argv: list) -> dict:
-    args = parse_args(argv)
-    validate(args)
-    return run_config(args, "weather.csv", "fingerprint", world_size=1)
+    return run_config(resolve(parse_args(argv)), "weather.csv", "fingerprint", world_size=1)
 
 
 @pytest.mark.parametrize("model", sorted(TSLIB_SCRIPTS))
@@ -111,11 +109,11 @@ def test_a_tslib_script_trains_and_our_flags_test_its_checkpoint(weather, tmp_pa
 def test_what_tslibs_code_of_a_model_fixes_wins_over_its_flags(weather):
     dlinear = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--use_norm", "1"))
     assert dlinear.use_norm is False
-    assert "--use_norm: ignored, as by TSLib (use_norm is False there for DLinear" in " ".join(dlinear.dialect_notes)
+    assert "--use_norm: ignored, as by TSLib (use_norm is False there for DLinear" in " ".join(dlinear.origin.notes)
     patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3",
                                 "--patch_len", "24"))
     assert patchtst.use_norm is True and patchtst.head_dropout == 0.3 and (patchtst.patch_len, patchtst.stride) == (16, 8)
-    assert "--patch_len: ignored, as by TSLib (patch_len is 16 there" in " ".join(patchtst.dialect_notes)
+    assert "--patch_len: ignored, as by TSLib (patch_len is 16 there" in " ".join(patchtst.origin.notes)
     ours = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--head_dropout", "0.05", "--stride", "4"))
     assert (ours.head_dropout, ours.stride) == (0.05, 4), "flags only we have, given explicitly, win"
     seeded = parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, "--seed", "7"))
@@ -152,7 +150,7 @@ def test_an_openltm_script_is_the_run_our_flags_describe(weather, capfd):
     assert _config(_argv(OPENLTM, weather)) == _config(_argv(OURS + " --lradj type1", weather))
     cosine = _argv(OPENLTM + " --cosine --tmax 4 --num_workers 4", weather)
     assert _config(cosine) == _config(_argv(OURS + " --lradj cosine", weather)), "--cosine overrides --lradj"
-    assert "--lradj type1: overridden by --cosine" in " ".join(parse_args(cosine).dialect_notes)
+    assert "--lradj type1: overridden by --cosine" in " ".join(parse_args(cosine).origin.notes)
     univariate = _argv(OPENLTM.replace("Multivariate", "Univariate"), weather)
     assert _config(univariate) == _config(_argv(OURS + " --lradj type1 --univariate", weather))
 
@@ -167,7 +165,7 @@ def test_an_openltm_script_is_the_run_our_flags_describe(weather, capfd):
 def test_what_an_openltm_script_means_differently_is_refused(weather, change, message):
     line = (OPENLTM + " --cosine --tmax 4").replace(*change)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        validate(parse_args(_argv(line, weather)))
+        resolve(parse_args(_argv(line, weather)))
 
 
 # OpenLTM's scripts/supervised/forecast/ttm_etth1.sh (at aee327d, "fix some args in ttm"), as it is
@@ -199,7 +197,7 @@ def test_openltms_ttm_flags_are_our_ttms_where_they_build_the_same_model(weather
             "--d_model 1024 --ap_levels 3 --lradj type1 --dropout 0.2 --head_dropout 0.2 --use_norm --e_layers 3 "
             "--d_layers 2 --decoder_d_model 64 --decoder_mode common_channel --patch_len 16 --valid_last --des test")
     assert _config(_argv(script, weather)) == _config(_argv(ours, weather))
-    notes = parse_args(_argv(script, weather)).dialect_notes
+    notes = parse_args(_argv(script, weather)).origin.notes
     assert "--use_decoder: OpenLTM's TTM always has its decoder, as ours" in notes
     omitted = re.sub(r" --(AP_levels|layers|hidden_dim) \d+", "", script)
     assert _config(_argv(omitted, weather)) == _config(_argv(
@@ -213,7 +211,7 @@ def test_openltms_ttm_flags_are_our_ttms_where_they_build_the_same_model(weather
                              "--output_token_len 96: its head forecasts --test_pred_len points")):
         with pytest.raises(ConfigError, match=re.escape(message)):
             parse_args(_argv(script.replace(*change), weather))
-    declared = parse_args(_argv(script + " --n_vars 7", weather)).declared_channels
+    declared = parse_args(_argv(script + " --n_vars 7", weather)).origin.declared_channels
     with pytest.raises(ConfigError, match="--n_vars 7, but the model sees 3 channel"):
         dialects.check_channels(declared, 3, False, "weather.csv")  # as run.py does once the data is read
 
@@ -232,7 +230,7 @@ def test_openltms_ttm_flags_are_our_ttms_where_they_build_the_same_model(weather
 ])
 def test_what_cannot_be_honoured_is_one_line_naming_the_flag(weather, extra, message):
     with pytest.raises(ConfigError, match=message):
-        validate(parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, *extra)))
+        resolve(parse_args(_argv(TSLIB_SCRIPTS["DLinear"], weather, *extra)))
 
 
 def test_the_tslib_mapping_table_is_generated_from_the_translation():

@@ -72,14 +72,14 @@ def test_the_scaling_tables_are_the_scripts_output():
 def test_the_slurm_script_launches_flags_run_py_accepts():
     import shlex
     import subprocess
-    from exp.flags import parse_args, validate
+    from exp.config import parse_args, resolve
     path = os.path.join(REPO, "scripts", "slurm", "pretrain.sbatch")
     assert subprocess.run(["bash", "-n", path]).returncode == 0
     text = open(path).read().replace("\\\n", " ")
     command = shlex.split(text[text.index("srun torchrun"):].splitlines()[0])
     flags = [a.replace('"$CORPUS"', "x").replace("$CORPUS", "x") for a in command[command.index("run.py") + 1:]
              if a != "$@"]
-    validate(parse_args(flags))
+    resolve(parse_args(flags))
 
 
 def test_the_scripts_sentence_names_each_models_datasets():

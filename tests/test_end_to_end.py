@@ -80,10 +80,10 @@ def test_covariate_and_valid_last_modes(tiny_args, extra):
 
 def test_covariate_metrics_score_only_the_target_channel(tiny_args, monkeypatch):
     """Same checkpoint, two ways of scoring: covariate mode must equal the last channel of the full forecast."""
-    from exp import exp_forecast
+    from exp import evaluator
     seen = []
-    original = exp_forecast.window_errors
-    monkeypatch.setattr(exp_forecast, "window_errors", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
+    original = evaluator.window_errors
+    monkeypatch.setattr(evaluator, "window_errors", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
     run.main(tiny_args + ["--covariate"])
     assert set(seen) == {1}
 

@@ -29,11 +29,11 @@ BAD_INPUT = [
      "--space d_model: not a hyper-parameter of dlinear"),
     ("scripts.tune", ["--trials", "2", "--model", "patchtst", "--nonautoregressive", "--space", "d_model=a:b"],
      "--space d_model=a:b: 'a' is not a value of --d_model"),
-    ("utils.report", ["{missing}"], "argument results_dir: no such folder"),
-    ("utils.report", ["{empty}"], "no metrics.json of a run under"),
-    ("utils.report", ["{empty}", "--reference", "{missing}/paper.csv"], "argument --reference: no such file"),
-    ("utils.compare", ["{empty}", "--ranks"], "no metrics.json of a run under"),
-    ("utils.compare", ["{empty}", "--ranks", "--alpha", "5"], "--alpha must lie in (0, 1), got 5.0"),
+    ("analysis.report", ["{missing}"], "argument results_dir: no such folder"),
+    ("analysis.report", ["{empty}"], "no metrics.json of a run under"),
+    ("analysis.report", ["{empty}", "--reference", "{missing}/paper.csv"], "argument --reference: no such file"),
+    ("analysis.compare", ["{empty}", "--ranks"], "no metrics.json of a run under"),
+    ("analysis.compare", ["{empty}", "--ranks", "--alpha", "5"], "--alpha must lie in (0, 1), got 5.0"),
     ("data_provider.corpus", ["build", "{series}", "--split", "0.9,0.1"], "expected three fractions train,val,test"),
     ("data_provider.corpus", ["build", "{series}", "--split", "0.9,0.2,0.1"], "fractions >= 0 summing to 1"),
     ("data_provider.corpus", ["generate", "{out}", "--series", "0"], "--series must be >= 1, got 0"),
@@ -56,7 +56,7 @@ BAD_INPUT = [
 # started as a user starts them: the sweep, and commands that import little
 STARTED = [
     ("scripts.sweep", ["--model", "dlinear", "--pred_len", "96"], "unrecognized arguments: --pred_len 96"),
-    ("utils.report", ["{missing}"], "argument results_dir: no such folder"),
+    ("analysis.report", ["{missing}"], "argument results_dir: no such folder"),
     ("data_provider.synthetic", ["--length", "many"], "argument --length: expected an integer, got 'many'"),
     ("scripts.benchmark.fsdp_memory", ["--nproc", "0"], "argument --nproc: must be >= 1, got 0"),
 ]
@@ -73,7 +73,7 @@ def _main_block(path: str):
 BENCHMARKS = sorted(f"scripts.benchmark.{os.path.basename(path)[:-3]}"
                     for path in glob.glob(os.path.join(REPO, "scripts", "benchmark", "*.py"))
                     if _main_block(path) and not path.endswith("scaling.py"))
-COMMANDS = ["scripts.sweep", "scripts.tune", "utils.report", "utils.compare", "data_provider.corpus",
+COMMANDS = ["scripts.sweep", "scripts.tune", "analysis.report", "analysis.compare", "data_provider.corpus",
             "data_provider.synthetic", "scripts.pretrain.zero_shot", *BENCHMARKS]
 
 

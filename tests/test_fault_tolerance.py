@@ -198,7 +198,7 @@ def test_a_checkpoint_that_would_run_code_is_refused(tiny_args, tmp_path, monkey
 
 
 def test_pretrained_weights_load_from_checkpoints_and_prefixed_state_dicts(tiny_args, tmp_path):
-    from exp.flags import parse_args, validate
+    from exp.config import parse_args, resolve
     from data_provider.factory import build_data
     trained = run.main(tiny_args + ["--train_epochs", "1"])[0]
     ckpt = trained["metrics"]["checkpoint"]
@@ -206,8 +206,7 @@ def test_pretrained_weights_load_from_checkpoints_and_prefixed_state_dicts(tiny_
     prefixed = tmp_path / "prefixed.pth"
     torch.save({f"module.{k}": v for k, v in weights.items()}, prefixed)
     for source in (ckpt, str(prefixed)):
-        args = parse_args(tiny_args + ["--adaptation", "--pretrain_model_path", source])
-        validate(args)
+        args = resolve(parse_args(tiny_args + ["--adaptation", "--pretrain_model_path", source]))
         data = build_data(args, torch.device("cpu"), True, False)
         model = run.build_model(args, data)
         for k, v in model.state_dict().items():

@@ -6,8 +6,9 @@ from torch import nn
 
 import models
 import run
-from exp.exp_forecast import model_blocks
+from exp.config import parse_args, resolve
 from exp.flags import model_hparams
+from exp.parallel import model_blocks
 from tests.conftest import elsewhere, forked_ranks
 from utils import checkpoint, fsdp
 
@@ -134,12 +135,11 @@ class _Heads(nn.Module):
 def test_blocks_are_the_called_layers_of_the_outermost_module_lists(tiny_csv, tiny_args):
     toy = _Heads()
     assert fsdp.blocks(toy, lambda: toy(torch.zeros(1, 4))) == list(toy.layers)
-    args = run.parse_args(tiny_args + ["--e_layers", "3"])
-    run.validate(args)
+    args = resolve(parse_args(tiny_args + ["--e_layers", "3"]))
     data = run.build_data(args, torch.device("cpu"), True, False)
-    model = models.build(args.model, {**vars(args), "enc_in": data.n_channels, "n_marks": data.n_marks},
+    model = models.build(args.model, {**args.as_dict(), "enc_in": data.n_channels, "n_marks": data.n_marks},
                          model_hparams(args))
-    blocks = model_blocks(model, args, data)
+    blocks = model_blocks(model, args, data.first_window())
     assert len(blocks) == 3 and all(any(b is m for m in model.modules()) for b in blocks)
 
 

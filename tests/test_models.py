@@ -150,12 +150,11 @@ def test_covariate_mode_is_refused_by_channel_independent_models(name, tiny_args
 
 
 def test_model_flags_come_from_the_models_and_only_the_chosen_models_count():
-    from exp.flags import model_hparams, parse_args, validate
-    args = parse_args(["--model", "dlinear", "--nonautoregressive", "--d_model", "64", "--moving_avg", "13"])
-    validate(args)
+    from exp.config import parse_args, resolve
+    from exp.flags import model_hparams
+    args = resolve(parse_args(["--model", "dlinear", "--nonautoregressive", "--d_model", "64", "--moving_avg", "13"]))
     assert model_hparams(args) == {"moving_avg": 13, "individual": False, "use_norm": False}
-    args = parse_args(["--model", "patchtst", "--nonautoregressive", "--d_model", "64"])
-    validate(args)
+    args = resolve(parse_args(["--model", "patchtst", "--nonautoregressive", "--d_model", "64"]))
     assert model_hparams(args)["d_model"] == 64 and "moving_avg" not in model_hparams(args)
 
 

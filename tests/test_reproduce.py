@@ -8,11 +8,11 @@ import subprocess
 import pytest
 
 import run
-from exp.flags import parse_args, validate
+from analysis import report
+from exp.config import parse_args, resolve
 from exp.identity import run_config
 from scripts.make_scripts import MODELS as SHIPPED
 from tests.conftest import REPO, run_dirs
-from utils import report
 from utils.errors import ConfigError
 from utils.identity import config_hash, machine_kind
 
@@ -209,8 +209,7 @@ def test_paper_settings_are_what_the_scripts_run(tmp_path):
     subprocess.run(["bash", os.path.join(REPO, "scripts", "long_term_forecast", "patchtst_ETTh1.sh")], env=env,
                    check=True)
     (call,) = (tmp_path / "calls").read_text().splitlines()
-    args = parse_args(call.split()[1:])  # after run.py
-    validate(args)
+    args = resolve(parse_args(call.split()[1:]))  # after run.py
     config = run_config(args, "ETTh1.csv", None, world_size=1)
     del config["data"]["fingerprint"], config["training"]["seed"]
     assert config == _paper_config("patchtst", "ETTh1", 192)
@@ -247,7 +246,7 @@ def test_test_drop_last_scores_only_whole_batches(tiny_args):
 
 def test_benchmark_file_names_map_to_paper_dataset_names():
     from data_provider.factory import dataset_name
-    from exp.flags import parse_args
+    from exp.config import parse_args
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "national_illness.csv"])) == "ILI"
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "x/exchange_rate.csv"])) == "Exchange"
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "mine.csv"])) == "mine"

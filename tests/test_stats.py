@@ -5,8 +5,8 @@ import pytest
 from matplotlib.image import imread
 from scipy import stats as sps
 
-from utils.stats import (DMResult, average_ranks, block_bootstrap_ci, cd_diagram, cliques, diebold_mariano,
-                         friedman, nemenyi_cd, verdict)
+from analysis.stats import (DMResult, average_ranks, block_bootstrap_ci, cd_diagram, cliques, diebold_mariano,
+                            friedman, nemenyi_cd, verdict)
 
 
 def _losses(n, seed=0):

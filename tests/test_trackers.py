@@ -9,7 +9,7 @@ import struct
 import pytest
 
 import run
-from exp.flags import parse_args, validate
+from exp.config import parse_args, resolve
 from tests.conftest import metrics_of
 from utils import trackers
 from utils.errors import ConfigError
@@ -193,13 +193,11 @@ def test_a_tracker_that_fails_mid_run_is_one_warning_and_training_goes_on(tiny_a
 
 
 def test_an_unknown_tracker_and_a_missing_package_are_one_line_errors(monkeypatch):
-    both = parse_args(["--tracker", "mlflow", "--tracker", "wandb,mlflow"])
     monkeypatch.setattr(trackers, "find_spec", lambda name: object())  # whether installed here or not
-    validate(both)
-    assert both.tracker == ["mlflow", "wandb"]
+    assert resolve(parse_args(["--tracker", "mlflow", "--tracker", "wandb,mlflow"])).tracker == ("mlflow", "wandb")
     with pytest.raises(ConfigError, match=r"^unknown --tracker 'nope'; available: mlflow, wandb$"):
-        validate(parse_args(["--tracker", "nope"]))
+        resolve(parse_args(["--tracker", "nope"]))
     monkeypatch.setattr(trackers, "find_spec", lambda name: None if name == "wandb" else object())
     with pytest.raises(ConfigError) as missing:
-        validate(parse_args(["--tracker", "mlflow,wandb"]))
+        resolve(parse_args(["--tracker", "mlflow,wandb"]))
     assert str(missing.value) == "--tracker wandb needs the wandb package: pip install -r requirements-trackers.txt"

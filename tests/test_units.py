@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DistributedSampler
 
 from data_provider.factory import split_bounds, time_features
-from exp.exp_forecast import model_inputs
+from models.contract import model_inputs
 from models.base import Capabilities
 from data_provider.windows import (ShuffledShard, WindowDataset, autoregressive_offsets, direct_offsets,
                                    eval_loader, eval_windows, train_loader)
@@ -21,7 +21,7 @@ from utils.dist import global_mean
 from utils.early_stopping import EarlyStopping
 from utils.errors import ConfigError
 from utils.metrics import metrics_from_windows, window_errors
-from utils.schedules import Horizon, build_scheduler, registry, warmup_factor, world_factor
+from utils.schedules import ScheduleContext, build_scheduler, registry, warmup_factor, world_factor
 
 
 # ---- sharding: a fake (rank, world) against one process --------------------------------------
@@ -173,8 +173,8 @@ def test_world_factor():
 
 def _per_epoch(name, epochs, learning_rate=1e-3, train_epochs=10):
     """The factor of each of the first epochs (one step per epoch)."""
-    horizon = Horizon(1, train_epochs, learning_rate, 0.2)
-    return [registry()[name].factor(e, horizon) for e in range(epochs)]
+    context = ScheduleContext(1, train_epochs, learning_rate, 0.2)
+    return [registry()[name].factor(e, context) for e in range(epochs)]
 
 
 def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
@@ -198,7 +198,7 @@ def test_type3_08_official_is_the_official_loop_with_its_unstepped_one_cycle():
     reference = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
     torch.optim.lr_scheduler.OneCycleLR(reference, max_lr=lr, steps_per_epoch=steps, epochs=30, pct_start=0.3)
     ours = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
-    scheduler = build_scheduler(ours, "type3_08_official", Horizon(steps, 30, lr, 0.3), 1.0, 0.0)
+    scheduler = build_scheduler(ours, "type3_08_official", ScheduleContext(steps, 30, lr, 0.3), 1.0, 0.0)
     for epoch in range(8):
         for _ in range(steps):
             assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"], rel=1e-12)
@@ -207,7 +207,7 @@ def test_type3_08_official_is_the_official_loop_with_its_unstepped_one_cycle():
         reference.param_groups[0]["lr"] = lr if epoch + 1 < 3 else lr * 0.8 ** (epoch + 1 - 3)
     assert torch.optim.Adam([nn.Parameter(torch.zeros(1))]).param_groups[0]["betas"] == (0.9, 0.999)
     plain = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
-    build_scheduler(plain, "type3_08", Horizon(steps, 30, lr, 0.3), 1.0, 0.0)
+    build_scheduler(plain, "type3_08", ScheduleContext(steps, 30, lr, 0.3), 1.0, 0.0)
     assert plain.param_groups[0]["betas"] == (0.9, 0.999)  # the other schedules leave Adam's defaults
 
 
@@ -218,7 +218,7 @@ def test_tst_is_torchs_one_cycle_stepped_every_batch():
     one_cycle = torch.optim.lr_scheduler.OneCycleLR(reference, max_lr=1e-3, steps_per_epoch=7, epochs=5,
                                                     pct_start=0.3)
     ours = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1e-3)
-    scheduler = build_scheduler(ours, "TST", Horizon(7, 5, 1e-3, 0.3), 1.0, 0.0)
+    scheduler = build_scheduler(ours, "TST", ScheduleContext(7, 5, 1e-3, 0.3), 1.0, 0.0)
     beta1s = []
     for _ in range(35):
         assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"], rel=1e-9)
@@ -229,14 +229,14 @@ def test_tst_is_torchs_one_cycle_stepped_every_batch():
         scheduler.step()
     assert beta1s[0] == 0.95 and min(beta1s) == pytest.approx(0.85, abs=1e-3) and beta1s[-1] == pytest.approx(0.95)
     resumed = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=1e-3)
-    build_scheduler(resumed, "TST", Horizon(7, 5, 1e-3, 0.3), 1.0, 0.0).load_state_dict({"steps": 10,
+    build_scheduler(resumed, "TST", ScheduleContext(7, 5, 1e-3, 0.3), 1.0, 0.0).load_state_dict({"steps": 10,
                                                                                           "base_lrs": [1e-3]})
     assert resumed.param_groups[0]["betas"][0] == beta1s[10], "a resumed run continues the cycle where it stood"
 
 
 def test_warmup_cosine_rises_linearly_then_falls_to_zero():
-    horizon = Horizon(steps_per_epoch=10, train_epochs=10, learning_rate=1e-3, pct_start=0.1)
-    factors = [registry()["warmup_cosine"].factor(step, horizon) for step in range(100)]
+    context = ScheduleContext(steps_per_epoch=10, train_epochs=10, learning_rate=1e-3, pct_start=0.1)
+    factors = [registry()["warmup_cosine"].factor(step, context) for step in range(100)]
     assert factors[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
     assert factors[10] == 1 and factors[55] == pytest.approx(0.5) and 0 < factors[-1] < 1e-3
     assert all(a >= b for a, b in zip(factors[10:], factors[11:]))
@@ -250,7 +250,7 @@ def test_warmup_ramps_from_single_process_lr_to_scaled_lr():
 def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
     p = nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([p], lr=1e-3 * 4)  # learning_rate 1e-3, world 4, linear scaling
-    sched = build_scheduler(opt, "type1", Horizon(5, 10, 1e-3, 0.2), 4.0, warmup_epochs=1)
+    sched = build_scheduler(opt, "type1", ScheduleContext(5, 10, 1e-3, 0.2), 4.0, warmup_epochs=1)
     lrs = []
     for _ in range(15):
         lrs.append(opt.param_groups[0]["lr"])
@@ -264,12 +264,12 @@ def test_scheduler_combines_scaling_warmup_and_epoch_schedule():
 def test_scheduler_resumed_from_its_state_continues_the_same_lr_sequence():
     def run(resume_at=None):
         opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
-        sched = build_scheduler(opt, "cosine", Horizon(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
+        sched = build_scheduler(opt, "cosine", ScheduleContext(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
         lrs = []
         for step in range(12):
             if step == resume_at:  # a fresh optimizer and schedule, as a restarted job builds them
                 state, opt = sched.state_dict(), torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2e-3)
-                sched = build_scheduler(opt, "cosine", Horizon(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
+                sched = build_scheduler(opt, "cosine", ScheduleContext(3, 4, 1e-3, 0.2), 2.0, warmup_epochs=1)
                 sched.load_state_dict(state)
             lrs.append(opt.param_groups[0]["lr"])
             sched.step()
@@ -375,12 +375,9 @@ def test_atomic_save_and_safe_load(tmp_path):
 
 # ---- readers and the data factory --------------------------------------------------------------
 def _args(**kw):
-    from exp.flags import parse_args, validate
-    args = parse_args(["--seq_len", "96", "--input_token_len", "48", "--output_token_len", "24"])
-    validate(args)
-    for k, v in kw.items():
-        setattr(args, k, v)
-    return args
+    from exp.config import parse_args, resolve
+    flags = [token for k, v in kw.items() for token in (f"--{k}", str(v))]
+    return resolve(parse_args(["--seq_len", "96", "--input_token_len", "48", "--output_token_len", "24", *flags]))
 
 
 def test_ett_uses_the_standard_borders_and_scales_on_train_only(tmp_path):
@@ -429,7 +426,7 @@ def test_custom_csv_moves_the_target_last_and_npy_reads_raw_arrays(tmp_path):
 
 def test_optimizer_skips_frozen_parameters(tmp_path):
     from data_provider.factory import DataBundle
-    from exp.exp_forecast import ExpForecast
+    from exp.experiment import Experiment
     from exp.identity import RunIdentity, RunPlan
     from utils.dist import DistEnv
 
@@ -444,8 +441,8 @@ def test_optimizer_skips_frozen_parameters(tmp_path):
     bundle = DataBundle("toy", {"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None, "toy.csv", "0-0")
     env = DistEnv(0, 0, 1, torch.device("cpu"), "gloo", False)
     plan = RunPlan(RunIdentity("toy", "0", 0, {}), str(tmp_path), str(tmp_path), "tp24", True, None, False, "")
-    exp = ExpForecast(_args(), env, bundle, Frozen(), plan)
-    params = exp._select_optimizer().param_groups[0]["params"]
+    exp = Experiment(_args(results_dir=str(tmp_path)), env, bundle, Frozen(), plan)
+    params = exp.trainer.state.optimizer.param_groups[0]["params"]
     assert len(params) == 2 and all(p.requires_grad for p in params)
 
 

@@ -16,7 +16,7 @@ from utils.trackers import DEFAULT_PROJECT, Trackers
 
 CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
 # per metric, one float32 per test window (row i: the i-th window of the test split), for comparing runs window
-# by window (utils.compare); written before metrics.json, which marks the test as finished
+# by window (analysis.compare); written before metrics.json, which marks the test as finished
 WINDOW_ERRORS = "window_errors.npz"
 
 

@@ -25,7 +25,7 @@ RECORD = "trackers.json"
 DEFAULT_PROJECT = "tsforecast"
 
 
-def check(args) -> None:
+def check(args) -> list:
     """--tracker's values (repeated, comma-separated, or both) as a list of known names, each once; a missing package
     is one line naming the install command, at start-up rather than after the first epoch."""
     names = [n.strip() for value in args.tracker or () for n in value.split(",") if n.strip()]
@@ -36,7 +36,7 @@ def check(args) -> None:
             raise ConfigError(f"--tracker {name} needs the {TRACKERS[name].package} package: {INSTALL}")
     if names and not args.tracker_project:
         raise ConfigError("--tracker_project must not be empty")
-    args.tracker = list(dict.fromkeys(names))
+    return list(dict.fromkeys(names))
 
 
 def flat(config: dict) -> dict:

@@ -14,30 +14,37 @@ import argparse
 
 import torch
 
+from exp.evaluator import ROW
 from scripts.benchmark.throughput import exp_of, limited, ours, timed
 from scripts.sweep import paper_cells
 from utils import cli
 from utils.process import prepare_training_process
 
 
-def seconds_per_batch(exp, loader, batches: int, is_test: bool) -> float:
-    """Seconds of one evaluation batch of `loader` (the mean over its first `batches`, after one warm-up)."""
-    exp.vali(limited(loader, 1), exp.criterion, is_test=is_test)
-    cut = limited(loader, batches)
-    return timed(lambda: exp.vali(cut, exp.criterion, is_test=is_test), exp.device) / len(cut)
+def seconds_per_batch(exp, name: str, batches: int) -> float:
+    """Seconds of one batch of the evaluation `name` (exp.evaluator's; the mean over its first `batches`, after one
+    warm-up batch)."""
+    evaluator, full, model = exp.evaluator, exp.evaluator.loaders[name], exp.running.raw
+
+    def score(n: int) -> None:
+        evaluator.loaders[name] = limited(full, n)
+        evaluator.mean_loss(model, name)
+
+    score(1)
+    seconds = timed(lambda: score(batches), exp.env.device)
+    evaluator.loaders[name] = full
+    return seconds / len(limited(full, batches))
 
 
 def cost(argv: list, steps: int, device: torch.device) -> dict:
     exp, args = exp_of(argv, device)
-    loader = exp.loaders["train"]
+    loader, loaders = exp.trainer.loader, exp.evaluator.loaders
     step = ours(exp, steps)[0] / len(limited(loader, steps))  # our loop, after its warm-up steps
-    val, rows, test = (exp.loaders[k] for k in ("val", "test_rows", "test"))
-    eval_epoch = (seconds_per_batch(exp, val, steps, args.valid_last) * len(val)
-                  + seconds_per_batch(exp, rows, steps, True) * len(rows))
-    final_test = seconds_per_batch(exp, test, steps, True) * len(test)
+    eval_epoch = sum(seconds_per_batch(exp, name, steps) * len(loaders[name]) for name in ROW if name in loaders)
+    final_test = seconds_per_batch(exp, "test", steps) * len(loaders["test"])
     steps_per_epoch = len(loader) // args.accum_steps
     epochs = -(-args.train_steps // steps_per_epoch) if args.train_steps else args.train_epochs
-    return {"parameters": sum(p.numel() for p in exp.model.parameters()), "step": step,
+    return {"parameters": sum(p.numel() for p in exp.running.model.parameters()), "step": step,
             "steps_per_epoch": steps_per_epoch, "train_epoch": step * steps_per_epoch, "eval_epoch": eval_epoch,
             "epochs": epochs, "run_at_most": epochs * (step * steps_per_epoch + eval_epoch) + final_test}
 

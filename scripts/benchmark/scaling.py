@@ -30,12 +30,11 @@ MODELS = [("Timer-XL d256x4 (docs/performance.md's corpus run)", ["--d_model", "
 
 def parameters(flags: list) -> int:
     import models
-    import run
+    from exp.config import parse_args, resolve
     from exp.flags import model_hparams
-    args = run.parse_args(["--model", "timer_xl", "--seq_len", "672", "--input_token_len", "96",
-                           "--output_token_len", "96", *flags])
-    run.validate(args)
-    model = models.build("timer_xl", {**vars(args), "enc_in": 1, "n_marks": 0}, model_hparams(args))
+    args = resolve(parse_args(["--model", "timer_xl", "--seq_len", "672", "--input_token_len", "96",
+                               "--output_token_len", "96", *flags]))
+    model = models.build("timer_xl", {**args.as_dict(), "enc_in": 1, "n_marks": 0}, model_hparams(args))
     return sum(p.numel() for p in model.parameters())
 
 

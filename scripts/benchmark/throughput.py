@@ -34,15 +34,16 @@ sys.path.insert(0, REPO)
 import models  # noqa: E402
 from data_provider.factory import build_data  # noqa: E402
 from data_provider.windows import WindowLoader  # noqa: E402
-from exp.exp_forecast import Course, ExpForecast, model_inputs  # noqa: E402
-from exp.flags import parse_args, validate  # noqa: E402
+from exp.experiment import Experiment  # noqa: E402
+from exp.config import parse_args, resolve  # noqa: E402
 from exp.identity import plan_runs  # noqa: E402
+from exp.trainer import TrainingSteps  # noqa: E402
+from models.contract import model_inputs  # noqa: E402
 from run import build_model  # noqa: E402
 from utils.dist import DistEnv  # noqa: E402
 from utils import cli  # noqa: E402
-from utils.early_stopping import EarlyStopping  # noqa: E402
 from utils.process import prepare_training_process  # noqa: E402
-from utils.schedules import Horizon, build_scheduler  # noqa: E402
+from utils.schedules import ScheduleContext, build_scheduler  # noqa: E402
 
 COMMON = ["--data", "ETTh1", "--seq_len", "96", "--output_token_len", "96", "--batch_size", "32",
           "--nonautoregressive", "--train_epochs", "1", "--lradj", "constant"]
@@ -86,15 +87,14 @@ def make_exp(name: str, data_root: str, device: torch.device, extra=(), ddp: boo
 
 
 def exp_of(argv: list, device: torch.device, ddp: bool = False):
-    """(the Exp of run.py flags `argv`, in this process, its outputs in a temporary folder; its args)."""
+    """(the Experiment of run.py flags `argv`, in this process, its outputs in a temporary folder; its args)."""
     out = tempfile.mkdtemp()
-    args = parse_args([*argv, "--results_dir", out, "--checkpoints", os.path.join(out, "ckpt")])
-    validate(args)
+    args = resolve(parse_args([*argv, "--results_dir", out, "--checkpoints", os.path.join(out, "ckpt")]))
     env = DistEnv(0, 0, 1, device, "nccl" if device.type == "cuda" else "gloo", ddp)
     torch.manual_seed(0)
     data = build_data(args, device, True, models.capabilities(args.model).time_marks)
     (plan,) = plan_runs(args, data, env.world_size)
-    return ExpForecast(args, env, data, build_model(args, data), plan), args
+    return Experiment(args, env, data, build_model(args, data), plan), args
 
 
 def limited(loader: WindowLoader, steps: int | None) -> WindowLoader:
@@ -104,22 +104,22 @@ def limited(loader: WindowLoader, steps: int | None) -> WindowLoader:
     return WindowLoader(loader.dataset, loader.batch_size, loader.indices()[:steps * loader.batch_size])
 
 
-def train_pass(exp: ExpForecast, loader: WindowLoader, optimizer, scheduler) -> None:
-    """One pass over `loader` through the training loop's own steps (Exp._train_steps: forward, loss,
+def train_pass(exp: Experiment, loader: WindowLoader, optimizer, scheduler) -> None:
+    """One pass over `loader` through the training loop's own steps (Trainer._train_steps: forward, loss,
     backward, optimizer, scheduler, the loss kept on the device), with no validation or checkpoint in it."""
-    never = 2 ** 62  # no row ends and no checkpoint falls inside the pass
-    course = Course(len(loader), never, never, never, False)
-    batches = exp._micro_batches(loader, 0, len(loader))
-    exp._train_steps(course, batches, scheduler.steps + len(loader), optimizer, scheduler, EarlyStopping(1), None)
+    trainer, never = exp.trainer, 2 ** 62  # no row ends and no checkpoint falls inside the pass
+    trainer.steps = TrainingSteps(len(loader), never, never, never, False)
+    trainer.state.optimizer, trainer.state.scheduler, trainer.loader = optimizer, scheduler, loader
+    trainer._train_steps(trainer._micro_batches(0), scheduler.steps + len(loader), None)
 
 
-def ours(exp: ExpForecast, steps: int | None) -> tuple:
+def ours(exp: Experiment, steps: int | None) -> tuple:
     """(seconds, windows) of our training loop, after a warm-up pass of a few steps."""
-    loader = limited(exp.loaders["train"], steps)
-    optimizer = exp._select_optimizer()
-    scheduler = build_scheduler(optimizer, "constant", Horizon(len(loader), 1, 1.0, 0.2), 1.0, 0)
+    loader = limited(exp.trainer.loader, steps)
+    optimizer = exp.trainer.build_optimizer()
+    scheduler = build_scheduler(optimizer, "constant", ScheduleContext(len(loader), 1, 1.0, 0.2), 1.0, 0)
     train_pass(exp, limited(loader, 3), optimizer, scheduler)
-    seconds = timed(lambda: train_pass(exp, loader, optimizer, scheduler), exp.device)
+    seconds = timed(lambda: train_pass(exp, loader, optimizer, scheduler), exp.env.device)
     return seconds, len(loader.order)
 
 
@@ -162,39 +162,39 @@ def median_ratio_interval(rounds: list, a: int, b: int, level: float = 0.95) -> 
     return tuple(np.quantile(medians, [(1 - level) / 2, (1 + level) / 2]))
 
 
-def fetch_only(exp: ExpForecast, steps: int | None) -> float:
+def fetch_only(exp: Experiment, steps: int | None) -> float:
     """The loader alone; each batch is dropped before the next, as in training (holding all of them would
     time the page faults of an epoch's worth of fresh memory instead)."""
-    loader = limited(exp.loaders["train"], steps)
+    loader = limited(exp.trainer.loader, steps)
 
     def drain():
         for _ in loader:
             pass
 
-    return timed(drain, exp.device)
+    return timed(drain, exp.env.device)
 
 
-def train_steps(exp: ExpForecast, optimizer: torch.optim.Optimizer, batches) -> None:
+def train_steps(exp: Experiment, optimizer: torch.optim.Optimizer, batches) -> None:
     """Forward/backward/optimizer and nothing else: the same model, loss and fused Adam as ours.
     batches: (the forward's inputs, its keyword inputs, the target)."""
-    model = exp.model
+    model = exp.running.model
     for inputs, kwargs, y in batches:
         optimizer.zero_grad(set_to_none=True)
         torch.nn.functional.mse_loss(model(*inputs, **kwargs)[:, -y.shape[1]:], y).backward()
         optimizer.step()
 
 
-def prebuilt(exp: ExpForecast) -> tuple:
+def prebuilt(exp: Experiment) -> tuple:
     """One training batch as the forward's (inputs, keyword inputs, target), built once."""
-    batch = next(iter(exp.loaders["train"]))
-    return (*model_inputs(exp.args, exp.caps, batch.x, batch, 0), batch.y)
+    batch = next(iter(exp.trainer.loader))
+    return (*model_inputs(exp.config, exp.forward.caps, batch.x, batch, 0), batch.y)
 
 
-def model_only(exp: ExpForecast, n_steps: int) -> float:
+def model_only(exp: Experiment, n_steps: int) -> float:
     step = prebuilt(exp)
-    optimizer = exp._select_optimizer()  # built outside the timing, as ours() builds its own
+    optimizer = exp.trainer.build_optimizer()  # built outside the timing, as ours() builds its own
     train_steps(exp, optimizer, [step] * 3)
-    return timed(lambda: train_steps(exp, optimizer, [step] * n_steps), exp.device)
+    return timed(lambda: train_steps(exp, optimizer, [step] * n_steps), exp.env.device)
 
 
 class FieldStandardDataset(Dataset):
@@ -211,41 +211,43 @@ class FieldStandardDataset(Dataset):
         return self.values[s:e], self.values[e:e + self.pred_len], self.marks[s:e], self.marks[e:e + self.pred_len]
 
 
-def field_standard(exp: ExpForecast, steps: int | None) -> float:
+def field_standard(exp: Experiment, steps: int | None) -> float:
     ds = exp.data.datasets["train"]
     begin, end = ds.begin, ds.begin + ds.n_starts + ds.window_len - 1
     values = ds.series[begin:end].double().cpu().numpy()
     marks = np.zeros((len(values), exp.data.n_marks))
-    loader = DataLoader(FieldStandardDataset(values, marks, exp.args.seq_len, exp.args.output_token_len),
-                        batch_size=exp.args.batch_size, shuffle=True, num_workers=0)
+    c, device = exp.config, exp.env.device
+    loader = DataLoader(FieldStandardDataset(values, marks, c.seq_len, c.output_token_len),
+                        batch_size=c.batch_size, shuffle=True, num_workers=0)
     n = len(loader) if steps is None else steps
-    optimizer = exp._select_optimizer()
+    optimizer = exp.trainer.build_optimizer()
 
     def run():
-        batches = ((x.float().to(exp.device), y.float().to(exp.device), xm.float().to(exp.device),
-                    ym.float().to(exp.device)) for (x, y, xm, ym), _ in zip(loader, range(n)))
+        batches = ((x.float().to(device), y.float().to(device), xm.float().to(device),
+                    ym.float().to(device)) for (x, y, xm, ym), _ in zip(loader, range(n)))
         train_steps(exp, optimizer, (((x, field_marks(exp, xm, ym)), {}, y) for x, y, xm, ym in batches))
 
-    return timed(run, exp.device)
+    return timed(run, device)
 
 
-def field_marks(exp: ExpForecast, x_mark: torch.Tensor, y_mark: torch.Tensor) -> torch.Tensor | None:
+def field_marks(exp: Experiment, x_mark: torch.Tensor, y_mark: torch.Tensor) -> torch.Tensor | None:
     """The calendar features the model reads, as a TSLib-style loader hands them (window, then horizon)."""
     if not exp.data.n_marks:
         return None
-    return torch.cat([x_mark, y_mark], dim=1) if exp.caps.future_marks else x_mark
+    return torch.cat([x_mark, y_mark], dim=1) if exp.forward.caps.future_marks else x_mark
 
 
-def step_flops(exp: ExpForecast) -> float:
-    optimizer = exp._select_optimizer()
+def step_flops(exp: Experiment) -> float:
+    optimizer = exp.trainer.build_optimizer()
     with FlopCounterMode(display=False) as counter:
         train_steps(exp, optimizer, [prebuilt(exp)])
     return counter.get_total_flops()
 
 
-def eval_seconds(exp: ExpForecast) -> float:
-    return timed(lambda: (exp.vali(exp.loaders["val"], exp.criterion),
-                          exp.vali(exp.loaders["test"], exp.criterion, is_test=True)), exp.device)
+def eval_seconds(exp: Experiment) -> float:
+    model = exp.running.raw
+    return timed(lambda: (exp.evaluator.mean_loss(model, "validation"), exp.evaluator.mean_loss(model, "test")),
+                 exp.env.device)
 
 
 def ddp_world_one_overhead(name: str, data_root: str, device: torch.device, steps: int | None,
@@ -338,7 +340,7 @@ def main(argv=None) -> None:
         exp, args = make_exp(name, a.data_root, device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        windows = len(limited(exp.loaders["train"], steps).order)
+        windows = len(limited(exp.trainer.loader, steps).order)
         n_steps = -(-windows // args.batch_size)
         # DLinear epochs take a fraction of a second: noise matters. The median of paired rounds follows the
         # machine's drift (both of a round run close in time); best times depend on one quiet round each.
@@ -349,8 +351,8 @@ def main(argv=None) -> None:
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
         ours_s, fetch_s, limit_s, field_s = minima(rounds)
         eval_s = eval_seconds(exp)
-        per_epoch = ours_s * len(exp.loaders["train"]) / n_steps
-        print(f"\n== {name} ({sum(p.numel() for p in exp.model.parameters()):,} parameters, "
+        per_epoch = ours_s * len(exp.trainer.loader) / n_steps
+        print(f"\n== {name} ({sum(p.numel() for p in exp.running.model.parameters()):,} parameters, "
               f"{n_steps} steps of {args.batch_size}) ==")
         print(f"ours:            {windows / ours_s:10.0f} windows/s  {ours_s / n_steps * 1e3:8.2f} ms/step  "
               f"epoch {per_epoch:.2f} s")

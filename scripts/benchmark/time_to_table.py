@@ -5,7 +5,7 @@
 
 Times, from a fresh results folder each time, in alternation:
   loop   the model's script once per seed (scripts/long_term_forecast/<model>_<dataset>.sh: one run.py
-         process per horizon), then `python -m utils.report`: what a script-driven workflow does;
+         process per horizon), then `python -m analysis.report`: what a script-driven workflow does;
   sweep  `python -m scripts.sweep --paper <model> --datasets <dataset> --seed ...` (its workers, then the
          report it prints);
   tslib  with --tslib DIR (a Time-Series-Library checkout): its run.py once per horizon with the same paper
@@ -23,10 +23,10 @@ import sys
 import tempfile
 import time
 
+from analysis.report import DEFAULT_SETTINGS, load_settings
 from scripts.make_scripts import DATASETS
 from utils import cli
 from utils.errors import ConfigError, TrainingError
-from utils.report import DEFAULT_SETTINGS, load_settings
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,7 +47,7 @@ def script_of(model: str, dataset: str) -> str:
 def loop(model: str, dataset: str, seeds: list, data_root: str, folder: str) -> float:
     env = {**os.environ, "DATA_ROOT": data_root, "RESULTS": f"{folder}/results", "CHECKPOINTS": f"{folder}/ckpt"}
     runs = " && ".join(f"bash {script_of(model, dataset)} --seed {s}" for s in seeds)
-    return timed(["bash", "-c", f"{runs} && {sys.executable} -m utils.report {folder}/results"], env)
+    return timed(["bash", "-c", f"{runs} && {sys.executable} -m analysis.report {folder}/results"], env)
 
 
 TSLIB_MODELS = {"dlinear": "DLinear"}  # models whose paper setting TSLib's run.py flags express

@@ -11,7 +11,7 @@
 #   bash scripts/reproduce/paper.sh cyclenet       # CycleNet/Linear (Lin et al., NeurIPS 2024): lookback 96
 #   bash scripts/reproduce/paper.sh crossformer    # Crossformer at lookback 96 (iTransformer's baseline table)
 # It runs the paper-setting scripts of scripts/long_term_forecast/ (settings and their sources are in
-# scripts/make_scripts.py) into results/reproduce/, then utils/report.py. NGPU, DATA_ROOT, HORIZONS and extra
+# scripts/make_scripts.py) into results/reproduce/, then analysis/report.py. NGPU, DATA_ROOT, HORIZONS and extra
 # run.py flags work as in every script.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,4 +30,4 @@ esac
 for dataset in $datasets; do
   bash "scripts/long_term_forecast/${model}_${dataset}.sh" "$@"
 done
-python -m utils.report "$RESULTS"
+python -m analysis.report "$RESULTS"

@@ -19,7 +19,7 @@ LR_SCALES = ("linear", "sqrt", "none")
 
 
 @dataclass(frozen=True)
-class Horizon:
+class ScheduleContext:
     """What a schedule may depend on besides the step."""
     steps_per_epoch: int
     train_epochs: int
@@ -35,15 +35,15 @@ class Horizon:
 @dataclass(frozen=True)
 class Schedule:
     name: str
-    factor: Callable[[int, Horizon], float]  # 0-based optimizer step -> multiplier of the scaled lr
+    factor: Callable[[int, ScheduleContext], float]  # 0-based optimizer step -> multiplier of the scaled lr
     help: str = ""
     flags: tuple = ()  # flags it reads beyond the step (e.g. pct_start): part of a run's identity only then
-    beta1: Callable[[int, Horizon], float] | None = None  # Adam's beta1 at each step where the reference code sets
+    beta1: Callable[[int, ScheduleContext], float] | None = None  # Adam's beta1 per step where the reference code sets
     # it (torch's OneCycleLR cycles it); None: Adam's own 0.9 throughout
     revision: int = 1  # raised when a change to the schedule changes results: part of a run's identity past the first
 
 
-def per_epoch(name: str, epoch_factor: Callable[[int, Horizon], float], help: str = "", **kw) -> Schedule:
+def per_epoch(name: str, epoch_factor: Callable[[int, ScheduleContext], float], help: str = "", **kw) -> Schedule:
     """A schedule that holds epoch_factor(0-based epoch) for every step of that epoch."""
     return Schedule(name, lambda step, h: epoch_factor(step // h.steps_per_epoch, h), help, **kw)
 
@@ -111,10 +111,11 @@ class StepSchedule:
         self._apply()
 
 
-def build_scheduler(optimizer, lradj: str, horizon: Horizon, world: float, warmup_epochs: float) -> StepSchedule:
+def build_scheduler(optimizer, lradj: str, context: ScheduleContext, world: float,
+                    warmup_epochs: float) -> StepSchedule:
     """Stepped once per optimizer step; the optimizer's base lr must already be the scaled lr."""
     schedule = registry()[lradj]
-    warmup_steps = round(warmup_epochs * horizon.steps_per_epoch)
+    warmup_steps = round(warmup_epochs * context.steps_per_epoch)
     return StepSchedule(optimizer,
-                        lambda step: schedule.factor(step, horizon) * warmup_factor(step, warmup_steps, world),
-                        schedule.beta1 and (lambda step: schedule.beta1(step, horizon)))
+                        lambda step: schedule.factor(step, context) * warmup_factor(step, warmup_steps, world),
+                        schedule.beta1 and (lambda step: schedule.beta1(step, context)))

@@ -6,7 +6,7 @@ PatchTST and TimeMixer (torch's OneCycleLR with its defaults and max_lr = the le
 """
 import math
 
-from utils.schedules import Horizon, Schedule, per_epoch
+from utils.schedules import ScheduleContext, Schedule, per_epoch
 
 # type2's absolute learning rates (TSLib), keyed by the 0-based epoch from which they apply
 _TYPE2 = {2: 5e-5, 4: 1e-5, 6: 5e-6, 8: 1e-6, 10: 5e-7, 15: 1e-7, 20: 5e-8}
@@ -15,21 +15,21 @@ ONE_CYCLE_DIV, ONE_CYCLE_FINAL_DIV = 25.0, 1e4  # OneCycleLR's div_factor and fi
 ONE_CYCLE_MAX_MOMENTUM, ONE_CYCLE_BASE_MOMENTUM = 0.95, 0.85
 
 
-def _type2(epoch: int, h: Horizon) -> float:
+def _type2(epoch: int, h: ScheduleContext) -> float:
     reached = [k for k in _TYPE2 if k <= epoch]
     return _TYPE2[max(reached)] / h.learning_rate if reached else 1.0
 
 
-def _type1_crossformer(epoch: int, h: Horizon) -> float:
+def _type1_crossformer(epoch: int, h: ScheduleContext) -> float:
     """Crossformer's own type1 table: lr x 0.5^k after epoch 2k (k = 1..5), i.e. halved every two epochs to 1/32."""
     return 0.5 ** min(epoch // 2, 5)
 
 
-def _type3_08(epoch: int, h: Horizon) -> float:
+def _type3_08(epoch: int, h: ScheduleContext) -> float:
     return 0.8 ** max(epoch - 3, 0)
 
 
-def _type3_08_official(epoch: int, h: Horizon) -> float:
+def _type3_08_official(epoch: int, h: ScheduleContext) -> float:
     """The official loop builds a OneCycleLR it steps only under TST: building it leaves the first epoch at lr/25."""
     return 1 / ONE_CYCLE_DIV if epoch == 0 else _type3_08(epoch, h)
 
@@ -38,7 +38,7 @@ def _cosine_between(start: float, end: float, pct: float) -> float:
     return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
 
 
-def _one_cycle_phases(step: int, h: Horizon, start: float, peak: float, end: float) -> float:
+def _one_cycle_phases(step: int, h: ScheduleContext, start: float, peak: float, end: float) -> float:
     """OneCycleLR's two cosine phases from start to peak over pct_start of the steps, then to end (held after)."""
     peak_step, last_step = h.pct_start * h.total_steps - 1, h.total_steps - 1
     if step <= peak_step:
@@ -46,12 +46,12 @@ def _one_cycle_phases(step: int, h: Horizon, start: float, peak: float, end: flo
     return _cosine_between(peak, end, min((step - peak_step) / (last_step - peak_step), 1.0))
 
 
-def one_cycle(step: int, h: Horizon) -> float:
+def one_cycle(step: int, h: ScheduleContext) -> float:
     """OneCycleLR's lr / max_lr: a rise from 1/25 to 1, then a fall to 1/(25 x 1e4)."""
     return _one_cycle_phases(step, h, 1 / ONE_CYCLE_DIV, 1.0, 1 / (ONE_CYCLE_DIV * ONE_CYCLE_FINAL_DIV))
 
 
-def one_cycle_beta1(step: int, h: Horizon) -> float:
+def one_cycle_beta1(step: int, h: ScheduleContext) -> float:
     """OneCycleLR's cycle_momentum on Adam: beta1 falls from 0.95 to 0.85 as the lr rises, and rises back."""
     return _one_cycle_phases(step, h, ONE_CYCLE_MAX_MOMENTUM, ONE_CYCLE_BASE_MOMENTUM, ONE_CYCLE_MAX_MOMENTUM)
 

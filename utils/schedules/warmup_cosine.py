@@ -1,10 +1,10 @@
 """Linear warm-up from zero over the first pct_start of the steps, then a half cosine to zero, per step."""
 import math
 
-from utils.schedules import Horizon, Schedule
+from utils.schedules import ScheduleContext, Schedule
 
 
-def warmup_cosine(step: int, h: Horizon) -> float:
+def warmup_cosine(step: int, h: ScheduleContext) -> float:
     warmup = max(round(h.pct_start * h.total_steps), 1)
     if step < warmup:
         return (step + 1) / warmup

@@ -1,7 +1,7 @@
 """Is one model really better than another? Significance from the runs of a results folder.
 
-    python -m utils.compare RESULTS_DIR A B --data ETTh1 --horizon 96 [--metric mse] [--alpha 0.05]
-    python -m utils.compare RESULTS_DIR --ranks [A B C ...] [--metric mse] [--plot cd.png]
+    python -m analysis.compare RESULTS_DIR A B --data ETTh1 --horizon 96 [--metric mse] [--alpha 0.05]
+    python -m analysis.compare RESULTS_DIR --ranks [A B C ...] [--metric mse] [--plot cd.png]
 
 A and B are models (or configuration ids, or their first characters). The pair comparison reads every seed's
 per-window errors (window_errors.npz beside metrics.json) on the same test split: each model's loss on a
@@ -9,7 +9,8 @@ window is its mean over that model's seeds. It prints each model's metric as mea
 Diebold-Mariano test of the per-window loss difference (Harvey-Leybourne-Newbold correction, autocovariances
 up to lag horizon-1 because stride-1 windows overlap by horizon-1 steps) and a circular block-bootstrap
 interval of the mean difference (blocks of 4 x horizon windows), then a verdict: "better", "worse" or "no
-significant difference" for A against B at --alpha, significant only when both agree (utils/stats.py says why).
+significant difference" for A against B at --alpha, significant only when both agree (analysis/stats.py says
+why).
 
 --ranks ranks the models on every (dataset, test) that all of them have run (the metric's mean over seeds),
 prints their average ranks, the Friedman test (and Iman-Davenport F), the Nemenyi critical difference and the
@@ -26,11 +27,12 @@ from collections import defaultdict
 
 import numpy as np
 
-from utils import cli, stats
+from analysis import stats
+from analysis.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch
+from utils import cli
 from utils.errors import ConfigError
 from utils.metrics import names as metric_names
 from utils.outputs import WINDOW_ERRORS
-from utils.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch
 
 
 class CompareError(ConfigError):
@@ -195,7 +197,7 @@ def main(argv=None) -> None:
         else:
             text = compare_pair(groups, settings, *args.models, args.data, args.horizon, args.metric, args.alpha,
                                 args.test)[1]
-    except ValueError as e:  # utils.stats on runs it cannot compare (too few windows, non-finite losses)
+    except ValueError as e:  # analysis.stats on runs it cannot compare (too few windows, non-finite losses)
         raise ConfigError(str(e)) from None
     sys.stdout.write(text)
 

@@ -1,0 +1,142 @@
+"""Every evaluation of a run: which windows, when, how they are forecast, and the exact global reductions that make
+N ranks score as one process.
+
+`evaluations(config)` is the one place that says what is evaluated: the validation loss after each history row
+(early stopping and the best checkpoint read it), the test loss beside it, the best model's validation on more
+windows at the end, and the test. Each names a split, how many of its windows (a fixed seeded subset, or all),
+whether forecasts are rolled out as a test scores them, and whether incomplete global batches are dropped.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from data_provider.factory import DataBundle
+from data_provider.windows import eval_loader, eval_windows, sampled
+from exp.forward import Forward
+from utils.dist import DistEnv, all_reduce_max, all_reduce_sum, global_mean
+from utils.metrics import metrics_from_windows, names as metric_names, window_errors
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    split: str         # val or test
+    windows: int       # a fixed seeded subset of this many (0: all)
+    rollout: bool      # forecast as a test is scored: the horizon after the window, rolled out
+    drop_last: bool    # only the windows that fill whole global batches (--test_drop_last)
+
+
+ROW = ("validation", "row test")  # scored after every history row, in this order
+
+
+def evaluations(config) -> dict:
+    """name -> Evaluation of what this run evaluates (None: not evaluated)."""
+    c = config
+    test = Evaluation("test", c.test_windows, True, c.test_drop_last)
+    return {
+        "validation": Evaluation("val", c.val_windows, c.valid_last, False),
+        # the test split scored as the test scores it, or on the validation's number of windows
+        "row test": None if c.no_epoch_test else
+        Evaluation("test", c.val_windows, True, False) if c.val_windows else test,
+        # --val_windows chose the best model on a subset: score it on more
+        "final validation": Evaluation("val", c.val_windows_end, c.valid_last, False) if c.val_windows else None,
+        "test": test,
+    }
+
+
+class Evaluator:
+    def __init__(self, config, env: DistEnv, data: DataBundle, forward: Forward, loss, lockstep: bool):
+        """loss(pred, true): the training loss, which validation reports. lockstep: a forward is a collective
+        (FSDP gathers each block's parameters from every rank)."""
+        self.config, self.env, self.data, self.forward, self.loss = config, env, data, forward, loss
+        self.lockstep = lockstep
+        self.plan = evaluations(config)
+        self.loaders = {name: self._loader(e) for name, e in self.plan.items() if e is not None}
+
+    def _loader(self, e: Evaluation):
+        windows = sampled(self.data.datasets[e.split], e.windows, self.config.seed)
+        return eval_loader(windows, self.config.batch_size, self.env.rank, self.env.world_size, e.drop_last)
+
+    def row_losses(self, model: nn.Module) -> dict:
+        """vali_loss and test_loss of a history row (test_loss nan when not scored)."""
+        return {"vali_loss": self.mean_loss(model, "validation"),
+                "test_loss": self.mean_loss(model, "row test") if self.plan["row test"] else math.nan}
+
+    def final_validation(self, model: nn.Module) -> dict:
+        if not self.plan["final validation"]:
+            return {}
+        return {"vali_loss_end": self.mean_loss(model, "final validation"),
+                "vali_windows_end": len(self.loaders["final validation"].dataset)}
+
+    @torch.no_grad()
+    def mean_loss(self, model: nn.Module, name: str) -> float:
+        """Exact global mean of the per-window loss over the evaluation's windows, identical on every rank."""
+        rollout = self.plan[name].rollout
+        model.eval()
+        total = torch.zeros((), dtype=torch.float64, device=self.env.device)
+        count = 0
+        for batch, scored in self._batches(self.loaders[name]):
+            pred, true, _ = self.forward(model, batch, rollout=rollout)
+            if scored:
+                total += self.loss(pred, true).double() * len(pred)
+                count += len(pred)
+        model.train()
+        return global_mean(total, torch.tensor(count, device=self.env.device)).item()
+
+    @torch.no_grad()
+    def test(self, model: nn.Module) -> tuple:
+        """(metrics, each window's errors as metric name -> float32 array), the same on every rank."""
+        model.eval()
+        errors = self.window_errors(model, "test")
+        by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
+        return {**metrics_from_windows(errors), "n_test_windows": len(errors)}, by_window
+
+    def window_errors(self, model: nn.Module, name: str) -> torch.Tensor:
+        """(windows of the evaluation, metrics): every window's errors, on every rank. Each rank fills the rows of
+        its own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
+        loader, drop_last = self.loaders[name], self.plan[name].drop_last
+        rows = loader.indices().to(self.env.device)
+        computed = [(window_errors(*self.forward(model, batch, rollout=True)[:2]), scored)
+                    for batch, scored in self._batches(loader)]
+        scored = [errors for errors, keep in computed if keep]
+        n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
+        table = torch.zeros(n, len(metric_names()), dtype=torch.float64, device=self.env.device)
+        if scored:
+            table[rows] = torch.cat(scored)
+        return all_reduce_sum(table)
+
+    def _batches(self, loader):
+        """(batch, scored) of an evaluation. In lockstep every rank runs as many forwards as the rank with the most
+        batches: one with fewer adds forwards of a filler batch (the split's first window) whose output is not
+        scored."""
+        # agreed before the first forward: a rank that reached the reduction after its batches would wait there
+        # for a rank still gathering parameters for its own
+        most = int(all_reduce_max(torch.tensor(len(loader), device=self.env.device)).item()) if self.lockstep else 0
+        yield from ((batch, True) for batch in loader)
+        if most > len(loader):
+            filler = loader.dataset.gather(torch.tensor([0]))
+            yield from ((filler, False) for _ in range(most - len(loader)))
+
+    def sample_forecasts(self, model: nn.Module, count: int = 4) -> list:
+        """A few test windows spread over the test split, rolled out like the test, all channels kept: (title,
+        history, truth, forecast, panels) for the plots of --visualize."""
+        ds, c, columns = self.data.datasets["test"], self.config, self.data.columns
+        idx = torch.linspace(0, len(ds) - 1, min(count, len(ds))).round().long()
+        batch = ds.gather(idx)
+        pred = self.forward.rollout(model, batch, batch.y.shape[1])
+        if pred.shape[-1] < batch.y.shape[-1]:  # an exogenous model forecasts the target (last) channel alone
+            pred = torch.nn.functional.pad(pred, (batch.y.shape[-1] - pred.shape[-1], 0), value=float("nan"))
+        windows = []
+        for i, window in enumerate(idx.tolist()):
+            if c.univariate:
+                panels = [(ds.series_name(window, columns), 0)]
+            else:
+                panels = [(f"{columns[-1]} (target)", len(columns) - 1)]
+                chosen = c.plot_channel % len(columns)  # in range: checked at start-up
+                if chosen != len(columns) - 1:
+                    panels.append((columns[chosen], chosen))
+            windows.append((f"{self.data.name}: test window {window} of {len(ds)}, horizon {c.test_pred_len}",
+                            batch.x[i].cpu().numpy(), batch.y[i].cpu().numpy(), pred[i].cpu().numpy(), panels))
+        return windows
+
