@@ -33,7 +33,8 @@ from collections import defaultdict
 from utils import cli
 from utils.errors import ConfigError
 from utils.files import write_atomic
-from utils.identity import config_hash, machine_kind
+from utils.fingerprints import config_hash
+from utils.provenance import machine_kind
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.csv")

@@ -23,7 +23,6 @@ import logging
 import mmap
 import os
 import shutil
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,7 +33,7 @@ from data_provider.scaling import StandardScale
 from data_provider.windows import Batch
 from utils import cli
 from utils.errors import ConfigError
-from utils.identity import file_fingerprint
+from utils.fingerprints import file_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from data_provider.scaling import StandardScale
 from data_provider.windows import Batch, WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
 from utils.errors import ConfigError
 from utils.files import write_atomic
-from utils.identity import content_fingerprint, file_fingerprint
+from utils.fingerprints import content_fingerprint, file_fingerprint
 from utils.log import GROUP
 
 group_log = logging.getLogger(GROUP)

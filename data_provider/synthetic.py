@@ -6,7 +6,6 @@ linear response to the covariates, so covariate-aware models have something real
     python -m data_provider.synthetic --out dataset/synthetic/synthetic.csv --length 8000
 """
 import argparse
-import os
 
 import numpy as np
 import pandas as pd

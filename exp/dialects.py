@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import models
 from data_provider import datasets
+from utils import losses
 from utils.errors import ConfigError
 
 TSLIB, OPENLTM = "TSLib", "OpenLTM"
@@ -143,6 +144,13 @@ def _openltm_data(flag, value, t):
         t.given.add("data")
 
 
+def _loss(flag, value, t):
+    if value.lower() not in losses.registry():
+        raise ConfigError(f"{flag} {value}: the losses here are {', '.join(sorted(losses.registry()))} "
+                          "(add one as a file in utils/losses/, docs/extending.md)")
+    _sets("loss", lambda f, v: v.lower())(flag, value, t)
+
+
 def _cosine(flag, value, t):
     t.defaults["lradj"], t.cosine = "cosine", True
 
@@ -225,8 +233,7 @@ FOREIGN = [
             _note("ignored: torchrun --nproc_per_node and CUDA_VISIBLE_DEVICES choose the devices")),
     Foreign("--num_workers", _BOTH, "noted and ignored: batches are gathered on the device, no loader workers",
             _note("ignored: batches are gathered from one tensor on the device, without loader workers")),
-    Foreign("--loss", _BOTH, "`MSE` only", _only(("MSE", "mse"), "training minimises MSE",
-                                                  "only MSE training is offered")),
+    Foreign("--loss", _BOTH, "`--loss`, lower-cased (`MSE`: `mse`); one that utils/losses/ lacks is refused", _loss),
     Foreign("--down_sampling_method", (TSLIB,), "`avg` only (TimeMixer pools by averaging)",
             _only(("avg",), "TimeMixer pools by averaging", "TimeMixer here pools by averaging only")),
     Foreign("--channel_independence", (TSLIB,), "1 only (TimeMixer here is channel-independent)",

@@ -21,7 +21,7 @@ import typing
 
 import models
 from data_provider import datasets
-from utils import cli, trackers
+from utils import cli, losses, trackers
 from utils.schedules import LR_SCALES
 
 SECTIONS = ("tag", "data", "task", "model", "training", "evaluation", "runtime")
@@ -184,6 +184,9 @@ def _optimisation_flags(f: _Flags) -> None:
     f.add("training", "--pct_start", type=float, default=0.2,
           help="TST, warmup_cosine: share of the steps before the peak lr (TSLib's flag and default)")
     f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")
+    f.add("training", "--loss", later=True, default="mse", choices=sorted(losses.registry()),
+          help="what training minimises and validation (early stopping, the best checkpoint) reports: a name in "
+               "utils/losses/")
     f.add("training", "--patience", type=int, default=3,
           help="early-stopping patience in epochs (with --train_steps: in validations)")
     f.add("training", "--use_amp", action="store_true",

@@ -27,7 +27,7 @@ from exp.flags import later_flags, model_hparams, roles, uses_input_tokens, zero
 from utils import checkpoint, schedules
 from utils.errors import ConfigError
 from utils.files import write_atomic
-from utils.identity import config_hash, differences, file_fingerprint
+from utils.fingerprints import config_hash, differences, file_fingerprint
 
 log = logging.getLogger(__name__)
 CHECKPOINT_SECTIONS = ("model", "task", "data")  # what a tested or resumed checkpoint must share with the run
@@ -50,7 +50,7 @@ class RunPlan:
     test: str                # the test's name: tp<horizon>, with the dropped-window protocol when used
     train: bool              # False: only test (--is_training 0, or a finished run under --resume auto)
     resume_from: str | None  # a full checkpoint to continue training from
-    clear: bool              # remove this run's earlier checkpoints and results before it starts
+    start_clean: bool        # remove this run's earlier checkpoints and results before it starts
     test_checkpoint: str
 
     @property
@@ -63,7 +63,7 @@ class RunPlan:
 
     def digest(self) -> str:
         """What every rank must have decided alike (checkpoints and data on storage all nodes see)."""
-        return f"{self.identity.setting}|{self.train}|{self.resume_from}|{self.clear}|{self.test_checkpoint}"
+        return f"{self.identity.setting}|{self.train}|{self.resume_from}|{self.start_clean}|{self.test_checkpoint}"
 
 
 def features_code(args) -> str:
@@ -235,20 +235,21 @@ def plan_runs(args, data: DataBundle, world_size: int, adopted: RunIdentity | No
         checkpoint_dir = os.path.join(args.checkpoints, identity.setting)
         results_dir = os.path.join(args.results_dir, identity.setting)
         if args.is_training:
-            train, resume_from, clear = _training_plan(args, identity, checkpoint_dir)
+            train, resume_from, start_clean = _training_plan(args, identity, checkpoint_dir)
             test_checkpoint = os.path.join(checkpoint_dir, "checkpoint.pth")
         elif testing_trained:
-            train, resume_from, clear = False, None, False
+            train, resume_from, start_clean = False, None, False
             test_checkpoint = _test_checkpoint(args, data, identity, checkpoint_dir, adopted is not None,
                                                world_size)
         else:  # zero-shot: the pretrained weights build_model loaded are tested as they are
-            train, resume_from, clear, test_checkpoint = False, None, False, None
-        plans.append(RunPlan(identity, checkpoint_dir, results_dir, test, train, resume_from, clear, test_checkpoint))
+            train, resume_from, start_clean, test_checkpoint = False, None, False, None
+        plans.append(RunPlan(identity, checkpoint_dir, results_dir, test, train, resume_from, start_clean,
+                             test_checkpoint))
     return plans
 
 
 def _training_plan(args, identity: RunIdentity, checkpoint_dir: str) -> tuple:
-    """(train, resume_from, clear) for a training run, from what its folder holds."""
+    """(train, resume_from, start_clean) for a training run, from what its folder holds."""
     record, last = _record(checkpoint_dir), os.path.join(checkpoint_dir, "last.pth")
     finished = record is not None and record.get("status") == "trained"
     unfinished = not finished and os.path.isfile(last)
@@ -319,7 +320,7 @@ def check_pretrained(path: str, state: dict, model_section: dict) -> None:
                          purpose="fine-tune from")
 
 
-def clear_run(plan: RunPlan) -> None:
+def start_clean(plan: RunPlan) -> None:
     """Remove what an earlier run of this identity left (main rank only, before training starts)."""
     for folder in (plan.checkpoint_dir, plan.results_dir):
         shutil.rmtree(folder, ignore_errors=True)

@@ -14,7 +14,7 @@ from data_provider.factory import DataBundle
 from data_provider.windows import train_loader
 from exp.evaluator import Evaluator
 from exp.forward import Forward
-from exp.identity import RunPlan, clear_run, write_record
+from exp.identity import RunPlan, start_clean, write_record
 from exp.parallel import RunningModel
 from exp.train_state import TrainState, lazy, load_weights
 from utils import checkpoint, fsdp, interrupt
@@ -146,8 +146,8 @@ class Trainer:
     def _begin(self) -> torch.Tensor | None:
         """Clear what an earlier attempt left, resume, and open the outputs; returns this rank's step losses of a
         row resumed in its middle."""
-        if self.plan.clear and self.env.is_main:
-            clear_run(self.plan)
+        if self.plan.start_clean and self.env.is_main:
+            start_clean(self.plan)
         unfinished = self._resume() if self.plan.resume_from else None
         self.outputs.start_training(self.state.history)
         self.record(status="training", epochs_done=len(self.state.history))

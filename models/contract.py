@@ -1,6 +1,6 @@
 """The model contract, from the framework's side: what a model is given for a window, what it must return, and
 the one-window probe that checks a model before any step (and that block discovery for --fsdp and
---activation_checkpointing runs it through). tests/test_models.py holds every registered model to it.
+--activation_checkpointing runs it through). tests/unit/test_models.py holds every registered model to it.
 
 `task` is anything with the task's fields (the run's configuration): model, seq_len, input_token_len,
 output_token_len, covariate. A batch is data_provider.windows.Batch (x, y, x_mark, position).

@@ -6,9 +6,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from data_provider import synthetic
+if os.environ.get("PYTEST_XDIST_WORKER"):  # -n 2: the workers share the cores, one thread each (read by torch)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+from data_provider import synthetic  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,6 +41,30 @@ def tiny_args(tiny_csv, tmp_path):
             "--d_model", "16", "--d_ff", "32", "--n_heads", "2", "--e_layers", "1",
             "--batch_size", "16", "--train_epochs", "2", "--device", "cpu",
             "--checkpoints", str(tmp_path / "ckpt"), "--results_dir", str(tmp_path / "results")]
+
+
+@pytest.fixture(scope="session")
+def weather(tmp_path_factory):
+    """A 3-channel weather.csv every 10 minutes, 400 rows."""
+    root = tmp_path_factory.mktemp("weather")
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    frame = pd.DataFrame({"p": np.sin(t / 9) + rng.normal(0, .1, 400), "T": np.cos(t / 14) + rng.normal(0, .1, 400),
+                          "OT": np.sin(t / 6) + rng.normal(0, .1, 400)})
+    frame.insert(0, "date", pd.date_range("2020-01-01", periods=400, freq="10min"))
+    frame.to_csv(root / "weather.csv", index=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def command_paths(tmp_path_factory):
+    """Folders the entry points' bad-input tests name: {missing}, {empty}, {series} (three .npy series), {out}."""
+    root = tmp_path_factory.mktemp("entry_points")
+    for name in ("empty", "series", "out"):
+        (root / name).mkdir()
+    for i in range(3):
+        np.save(root / "series" / f"s{i}.npy", np.random.default_rng(i).standard_normal(200).astype(np.float32))
+    return {"missing": str(root / "missing"), **{name: str(root / name) for name in ("empty", "series", "out")}}
 
 
 def elsewhere(tmp_path, name) -> list:
@@ -163,3 +192,13 @@ def run_dirs(results_dir) -> list:
 def metrics_of(results_dir, test="tp16") -> list:
     """metrics.json of every run's given test under results_dir."""
     return [json.load(open(d / test / "metrics.json")) for d in run_dirs(results_dir) if (d / test).is_dir()]
+
+
+def pytest_collection_modifyitems(items):
+    """The layers are folders: unit/ (functions and objects, fakes of (rank, world)), integration/ (run.py and the
+    other entry points called in this process, on generated data, a few seconds each), system/ (runs as users
+    launch them: torchrun, forked ranks, subprocesses, and the longer trainings that compare whole runs): the slow
+    tier."""
+    for item in items:
+        if item.path.parent.name == "system":
+            item.add_marker(pytest.mark.slow)

@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 from utils.files import guarded, write_atomic, write_csv
-from utils.identity import provenance
 from utils.metrics import names as metric_names
+from utils.provenance import provenance
 from utils.trackers import DEFAULT_PROJECT, Trackers
 
 CURVES = ("train_loss", "vali_loss", "test_loss", "lr")
@@ -60,7 +60,9 @@ class RunOutputs:
         write_csv(os.path.join(self.dir, "history.csv"), list(row), self._history)
         events = os.path.join(self.dir, "tensorboard")
         if self._tb is None:
-            from torch.utils.tensorboard import SummaryWriter  # only training runs load TensorBoard
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # only training runs load TensorBoard
+            )
             self._tb = guarded(events, SummaryWriter, log_dir=events)
         x = row.get("step", row["epoch"])  # a run by steps: its rows are steps apart, not epochs
         for key in CURVES + tuple(k for k in row if k.startswith("aux_")):  # a model's own loss terms too
@@ -68,7 +70,9 @@ class RunOutputs:
         guarded(events, self._tb.flush)
 
     def loss_curves(self) -> None:
-        from utils.visualize import plot_losses  # matplotlib is loaded only by runs that plot
+        from utils.visualize import (
+            plot_losses,  # matplotlib is loaded only by runs that plot
+        )
         path = os.path.join(self.dir, "loss_curves.png")
         if self._history:
             write_atomic(path, lambda f: plot_losses(f, self._history))

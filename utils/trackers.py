@@ -17,7 +17,7 @@ from importlib.util import find_spec
 
 from utils.errors import ConfigError
 from utils.files import write_atomic
-from utils.identity import provenance
+from utils.provenance import provenance
 
 log = logging.getLogger(__name__)
 INSTALL = "pip install -r requirements-trackers.txt"

@@ -21,7 +21,7 @@ import pandas as pd
 
 from data_provider.readers import read_dated_csv
 from utils import cli
-from utils.identity import file_fingerprint
+from utils.fingerprints import file_fingerprint
 
 
 @contextlib.contextmanager

@@ -1,0 +1,43 @@
+"""The contract every model in the registry passes; a model dropped into models/ is tested here unedited."""
+import pytest
+import torch
+
+import models
+import run
+from tests.unit.test_models import tiny_hparams
+
+
+def tiny_flags(name) -> list:
+    """run.py flags setting every hyper-parameter of the model to its tiny value."""
+    flags = []
+    for key, value in tiny_hparams(name).items():
+        if isinstance(value, bool):
+            flags += [f"--{key}" if value else f"--no-{key}"]
+        elif value is not None:
+            flags += [f"--{key}", str(value)]
+    return flags
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_end_to_end_run(name, tiny_args):
+    extra = [] if models.capabilities(name).autoregressive else ["--nonautoregressive"]
+    metrics = run.main(tiny_args + ["--model", name, "--train_epochs", "1"] + extra + tiny_flags(name))[0]["metrics"]
+    assert metrics["n_test_windows"] == 105 and torch.isfinite(torch.tensor(metrics["mse"]))
+
+
+@pytest.mark.parametrize("name", [n for n in models.NAMES if models.capabilities(n).exogenous])
+def test_an_exogenous_model_forecasts_the_target_from_the_covariates_and_is_not_rolled_out(name, tiny_args):
+    from utils.errors import ConfigError
+    args = tiny_args + ["--model", name, "--nonautoregressive", "--covariate", "--train_epochs", "1"] + tiny_flags(name)
+    metrics = run.main(args + ["--visualize"])[0]["metrics"]  # plots the target's forecast, none for covariates
+    assert metrics["features"] == "MS" and torch.isfinite(torch.tensor(metrics["mse"]))
+    with pytest.raises(ConfigError, match="cannot roll its forecast out to --test_pred_len 32"):
+        run.main(args + ["--test_pred_len", "32"])
+
+
+@pytest.mark.parametrize("name", [n for n in models.NAMES if not models.capabilities(n).covariate])
+def test_covariate_mode_is_refused_by_channel_independent_models(name, tiny_args):
+    from utils.errors import ConfigError
+    direct = ["--nonautoregressive"] if models.capabilities(name).direct else []
+    with pytest.raises(ConfigError, match="channel-independent"):
+        run.main(tiny_args + ["--model", name, "--covariate"] + direct)

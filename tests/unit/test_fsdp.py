@@ -1,0 +1,65 @@
+"""Sharded model states (--fsdp) and activation checkpointing: FSDP trains like DDP, its checkpoints are those
+of any other run, a sharded run resumes exactly, and recomputing activations changes no number."""
+import pytest
+import torch
+from torch import nn
+
+import models
+import run
+from exp.config import parse_args, resolve
+from exp.flags import model_hparams
+from exp.parallel import model_blocks
+from utils import fsdp
+
+
+class _Heads(nn.Module):
+    """A block list the model calls (layers, with a list inside each) and one whose weights it reads directly."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.ModuleList([nn.Linear(4, 4)])[0])
+                                    for _ in range(2))
+        self.heads = nn.ModuleList(nn.Linear(4, 1) for _ in range(3))
+        self.unused = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+        self.no_parameters = nn.ModuleList([nn.ReLU()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = self.no_parameters[0](layer(x))
+        return x @ torch.cat([h.weight for h in self.heads]).T
+
+
+def test_blocks_are_the_called_layers_of_the_outermost_module_lists(tiny_csv, tiny_args):
+    toy = _Heads()
+    assert fsdp.blocks(toy, lambda: toy(torch.zeros(1, 4))) == list(toy.layers)
+    args = resolve(parse_args(tiny_args + ["--e_layers", "3"]))
+    data = run.build_data(args, torch.device("cpu"), True, False)
+    model = models.build(args.model, {**args.as_dict(), "enc_in": data.n_channels, "n_marks": data.n_marks},
+                         model_hparams(args))
+    blocks = model_blocks(model, args, data.first_window())
+    assert len(blocks) == 3 and all(any(b is m for m in model.modules()) for b in blocks)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A process group of this process alone (fully_shard needs one)."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_shard_puts_each_block_and_the_root_under_fsdp_gathering_in_bf16(one_rank_group):
+    from torch.distributed.fsdp import FSDPModule
+    toy = _Heads()
+    blocks = fsdp.blocks(toy, lambda: toy(torch.zeros(1, 4)))
+    fsdp.shard(toy, blocks, torch.bfloat16, cpu_offload=False)
+    assert all(isinstance(m, FSDPModule) for m in [toy, *blocks])
+    assert not any(isinstance(m, FSDPModule) for m in toy.heads)  # read as tensors: the root's
+    seen = []
+    # inside a block's forward: its parameters gathered in bf16, its input cast to bf16
+    blocks[0][0].register_forward_pre_hook(lambda linear, inputs: seen.append((linear.weight.dtype, inputs[0].dtype)))
+    out = toy(torch.zeros(2, 4))
+    assert seen == [(torch.bfloat16, torch.bfloat16)] and out.dtype == torch.bfloat16
+    toy.reshard()  # the root keeps its parameters gathered after forward, for the backward that usually follows
+    assert all(p.dtype == torch.float32 for p in toy.parameters())  # the shards the optimizer updates

@@ -1,0 +1,125 @@
+"""The contract every model in the registry passes; a model dropped into models/ is tested here unedited."""
+import io
+
+import pytest
+import torch
+
+import models
+
+# the task's lengths; every hyper-parameter takes the small value its model declares (hparam's `tiny`)
+TASK = {"seq_len": 32, "input_token_len": 8, "output_token_len": 8, "n_marks": 4}
+N_MARKS = TASK["n_marks"]
+
+
+def tiny_hparams(name) -> dict:
+    return {f.name: f.metadata["tiny"] for f in models.hyperparameter_fields(models.model_class(name))}
+
+
+def modes(name):
+    """(nonautoregressive, covariate) pairs the model declares."""
+    caps = models.capabilities(name)
+    found = [(True, False)] if caps.direct else []
+    if caps.autoregressive:
+        found.append((False, False))
+    if caps.covariate:
+        found.append((not caps.autoregressive, True))
+    return found
+
+
+def build(name, channels, nonautoregressive, covariate=False):
+    torch.manual_seed(0)
+    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate}, tiny_hparams(name))
+
+
+def inputs(name, batch, channels):
+    """x, the calendar features (of the horizon too for future_marks) and the keyword inputs it declares."""
+    caps = models.capabilities(name)
+    x = torch.randn(batch, TASK["seq_len"], channels)
+    span = TASK["seq_len"] + (TASK["output_token_len"] if caps.future_marks else 0)
+    marks = torch.rand(batch, span, N_MARKS) - 0.5 if caps.time_marks else None
+    kwargs = {"position": torch.randint(0, 10_000, (batch,))} if caps.positions else {}
+    return x, marks, kwargs
+
+
+def predict(model, name, x, marks, kwargs):
+    """The prediction and the model's own loss terms: a model with aux_loss returns both in training only."""
+    out = model(x, marks, **kwargs)
+    if models.capabilities(name).aux_loss and model.training:
+        pred, terms = out
+        assert terms and all(t.dim() == 0 and torch.isfinite(t) for t in terms.values()), terms
+        return pred, terms
+    assert isinstance(out, torch.Tensor)
+    return out, {}
+CASES = [(name, nar, cov) for name in models.NAMES for nar, cov in modes(name)]
+
+
+def test_registry_holds_the_models():
+    assert set(models.NAMES) >= {"dlinear", "timer_xl", "patchtst", "itransformer", "timesnet", "timemixer",
+                                 "timer", "ttm", "nlinear", "rlinear", "sparsetsf", "segrnn", "tsmixer", "tide"}
+    assert models.resolve("Timer-XL") == "timer_xl" and models.resolve("DLinear") == "dlinear"
+
+
+@pytest.mark.parametrize("name,nonautoregressive,covariate", CASES)
+@pytest.mark.parametrize("channels", [1, 3])
+def test_forward_shape(name, nonautoregressive, covariate, channels):
+    model = build(name, channels, nonautoregressive, covariate)
+    caps = models.capabilities(name)
+    for train in (True, False):
+        out, _ = predict(model.train(train), name, *inputs(name, 4, channels))
+        per_token = caps.token_input  # one output token per input token, in every mode
+        L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
+        width = 1 if caps.exogenous and covariate else channels  # an exogenous model forecasts the target alone
+        assert out.shape == (4, L // I * O if per_token else O, width) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_two_optimizer_steps_lower_the_loss(name):
+    nonautoregressive = models.capabilities(name).direct
+    model = build(name, 3, nonautoregressive)
+    batch = inputs(name, 16, 3)
+    target = torch.randn_like(predict(model, name, *batch)[0])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(3):
+        pred, terms = predict(model, name, *batch)
+        loss = torch.nn.functional.mse_loss(pred, target) + sum(terms.values())
+        losses.append(loss.item())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert losses[2] < losses[0]
+
+
+@pytest.mark.parametrize("name", models.NAMES)
+def test_state_dict_round_trip_gives_identical_outputs(name):
+    nonautoregressive = models.capabilities(name).direct
+    model = build(name, 3, nonautoregressive)
+    model.train()
+    x, marks, kwargs = inputs(name, 8, 3)
+    model(x, marks, **kwargs)  # move BatchNorm running statistics away from their initial values
+    model.eval()
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    torch.manual_seed(123)  # a different initialisation, overwritten by the load
+    fresh = build(name, 3, nonautoregressive)
+    fresh.load_state_dict(torch.load(buffer, weights_only=True), strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        assert torch.equal(model(x, marks, **kwargs), fresh(x, marks, **kwargs))
+
+
+def test_model_flags_come_from_the_models_and_only_the_chosen_models_count():
+    from exp.config import parse_args, resolve
+    from exp.flags import model_hparams
+    args = resolve(parse_args(["--model", "dlinear", "--nonautoregressive", "--d_model", "64", "--moving_avg", "13"]))
+    assert model_hparams(args) == {"moving_avg": 13, "individual": False, "use_norm": False}
+    args = resolve(parse_args(["--model", "patchtst", "--nonautoregressive", "--d_model", "64"]))
+    assert model_hparams(args)["d_model"] == 64 and "moving_avg" not in model_hparams(args)
+
+
+def test_help_shows_each_default_once():
+    from exp.flags import parser
+    for action in parser()._actions:
+        text = parser()._get_formatter()._expand_help(action) if action.help else ""
+        assert text.count("default") <= 1, (action.dest, text)
