@@ -26,7 +26,7 @@ from exp.flags import model_hparams
 from exp.identity import check_pretrained, model_section, plan_runs
 from exp.parallel import model_blocks
 from models.contract import output_problem
-from utils import checkpoint, dist, interrupt, runlock, threads
+from utils import checkpoint, dist, interrupt, losses, runlock, threads
 from utils.errors import ConfigError, TrainingError
 from utils.log import setup_logging
 from utils.peers import Peers
@@ -37,7 +37,8 @@ log = logging.getLogger("run")
 
 
 def build_model(args, data: DataBundle) -> torch.nn.Module:
-    task = {**args.as_dict(), "enc_in": data.n_channels, "n_marks": data.n_marks}
+    task = {**args.as_dict(), "enc_in": data.n_channels, "n_marks": data.n_marks,
+            "n_outputs": losses.objective(args.loss, args.quantiles).outputs}
     try:
         model = models.build(args.model, task, model_hparams(args))
     except ValueError as e:
@@ -93,7 +94,8 @@ def check_model(model: torch.nn.Module, args, data: DataBundle) -> None:
     """One training window through the model before any step (models/contract.py), so a model that returns the
     wrong shape fails with one line instead of training on a slice; one that --activation_checkpointing cannot
     apply to, too."""
-    problem = output_problem(model, args, data.first_window(), data.n_channels)
+    problem = output_problem(model, args, data.first_window(), data.n_channels,
+                             losses.objective(args.loss, args.quantiles).outputs)
     if problem:
         raise ConfigError(problem)
     if args.activation_checkpointing and not model_blocks(model, args, data.first_window()):

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import logging
 import sys
+import typing
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -27,7 +28,7 @@ from data_provider.factory import feature_set
 from exp import dialects
 from exp.flags import SECTIONS, build_parser, model_hparams, parser, roles, uses_input_tokens, zero_shot
 from exp.identity import RunIdentity, adopt_checkpoint
-from utils import metrics, schedules, trackers
+from utils import losses, metrics, schedules, trackers
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ def section_types() -> dict:
 
 def _flag_type(action: argparse.Action) -> type:
     kind = bool if action.nargs == 0 else tuple if isinstance(action, argparse._AppendAction) else action.type or str
+    if not isinstance(kind, type):  # a parsing function (--quantiles): the type it returns
+        kind = typing.get_type_hints(kind)["return"]
     return kind | None if action.default is None else kind
 
 
@@ -119,6 +122,7 @@ def resolve(draft: argparse.Namespace) -> RunConfig:
     _check_mode(draft)
     _check_data_flags(draft)
     _check_covariates(draft)
+    _check_loss(draft)
     _check_run_kind(draft)
     _check_distribution(draft)
     return _freeze(draft, dataclasses.replace(draft.origin, adopted=adopted))
@@ -261,6 +265,22 @@ def _check_covariates(draft) -> None:
                  f"model {draft.model} forecasts the target alone with --covariate, so it cannot roll its forecast "
                  f"out to --test_pred_len {draft.test_pred_len} > --output_token_len {draft.output_token_len}")
     _require(not draft.last_token or draft.covariate, "--last_token only applies with --covariate")
+
+
+def _check_loss(draft) -> None:
+    """The quantile levels, and a model that can emit the values per point a probabilistic loss asks for."""
+    levels = draft.quantiles
+    _require(all(0 < q < 1 for q in levels), f"--quantiles {_joined(levels)}: each level must be in (0, 1)")
+    _require(all(a < b for a, b in zip(levels, levels[1:])),
+             f"--quantiles {_joined(levels)}: give each level once, in increasing order")
+    outputs = losses.objective(draft.loss, levels).outputs
+    _require(outputs == 1 or models.capabilities(draft.model).multi_output,
+             f"--loss {draft.loss} needs {outputs} values per forecast point: model {draft.model} returns one "
+             "(its capabilities lack multi_output)")
+
+
+def _joined(levels: tuple) -> str:
+    return ",".join(f"{q:g}" for q in levels)
 
 
 def _check_run_kind(draft) -> None:

@@ -47,8 +47,8 @@ def evaluations(config) -> dict:
 
 class Evaluator:
     def __init__(self, config, env: DistEnv, data: DataBundle, forward: Forward, loss, lockstep: bool):
-        """loss(pred, true): the training loss, which validation reports. lockstep: a forward is a collective
-        (FSDP gathers each block's parameters from every rank)."""
+        """loss: the training loss (utils.losses.Objective), which validation reports and whose forecasts the
+        metrics read. lockstep: a forward is a collective (FSDP gathers each block's parameters from every rank)."""
         self.config, self.env, self.data, self.forward, self.loss = config, env, data, forward, loss
         self.lockstep = lockstep
         self.plan = evaluations(config)
@@ -97,7 +97,7 @@ class Evaluator:
         its own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
         loader, drop_last = self.loaders[name], self.plan[name].drop_last
         rows = loader.indices().to(self.env.device)
-        computed = [(window_errors(*self.forward(model, batch, rollout=True)[:2]), scored)
+        computed = [(self._errors(*self.forward(model, batch, rollout=True)[:2]), scored)
                     for batch, scored in self._batches(loader)]
         scored = [errors for errors, keep in computed if keep]
         n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
@@ -105,6 +105,9 @@ class Evaluator:
         if scored:
             table[rows] = torch.cat(scored)
         return all_reduce_sum(table)
+
+    def _errors(self, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        return window_errors(self.loss.forecast(pred), true)
 
     def _batches(self, loader):
         """(batch, scored) of an evaluation. In lockstep every rank runs as many forwards as the rank with the most
@@ -124,7 +127,7 @@ class Evaluator:
         ds, c, columns = self.data.datasets["test"], self.config, self.data.columns
         idx = torch.linspace(0, len(ds) - 1, min(count, len(ds))).round().long()
         batch = ds.gather(idx)
-        pred = self.forward.rollout(model, batch, batch.y.shape[1])
+        pred = self.forward.point(self.forward.rollout(model, batch, batch.y.shape[1]))
         if pred.shape[-1] < batch.y.shape[-1]:  # an exogenous model forecasts the target (last) channel alone
             pred = torch.nn.functional.pad(pred, (batch.y.shape[-1] - pred.shape[-1], 0), value=float("nan"))
         windows = []

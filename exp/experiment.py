@@ -28,8 +28,9 @@ class Experiment:
         dtype = amp_dtype(config, env.device)
         # fp16 needs its gradients scaled; bf16 keeps fp32's range (parallel.amp_dtype)
         scaler = torch.amp.GradScaler(env.device.type, enabled=config.use_amp and dtype == torch.float16)
-        self.forward = Forward(config, torch.autocast(env.device.type, dtype=dtype, enabled=config.use_amp))
-        loss = losses.get(config.loss)
+        loss = losses.objective(config.loss, config.quantiles)
+        self.forward = Forward(config, torch.autocast(env.device.type, dtype=dtype, enabled=config.use_amp),
+                               loss.point)
         self.evaluator = Evaluator(config, env, data, self.forward, loss, self.running.sharded)
         self.outputs = make_outputs(env.is_main, config.results_dir, plan.identity, config.tracker,
                                     config.tracker_project)

@@ -21,7 +21,7 @@ import typing
 
 import models
 from data_provider import datasets
-from utils import cli, losses, trackers
+from utils import cli, losses, metrics, trackers
 from utils.schedules import LR_SCALES
 
 SECTIONS = ("tag", "data", "task", "model", "training", "evaluation", "runtime")
@@ -52,6 +52,13 @@ class _Flags:
         self.roles[action.dest] = section
         if later:
             self.later[action.dest] = action.default
+
+
+def _levels(text: str) -> tuple:
+    try:
+        return tuple(float(level) for level in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def _model_flags(flags: _Flags) -> dict:
@@ -186,7 +193,10 @@ def _optimisation_flags(f: _Flags) -> None:
     f.add("training", "--weight_decay", type=float, default=0.0, help="Adam weight decay")
     f.add("training", "--loss", later=True, default="mse", choices=sorted(losses.registry()),
           help="what training minimises and validation (early stopping, the best checkpoint) reports: a name in "
-               "utils/losses/")
+               "utils/losses/ (quantile, gaussian, student_t, mixture: probabilistic forecasts)")
+    f.add("training", "--quantiles", later=True, type=_levels, default=metrics.GRID,
+          help="quantile levels, comma-separated in (0, 1): what --loss quantile forecasts, and the grid of the "
+               "crps metric (default: 0.1,0.2,...,0.9)")
     f.add("training", "--patience", type=int, default=3,
           help="early-stopping patience in epochs (with --train_steps: in validations)")
     f.add("training", "--use_amp", action="store_true",

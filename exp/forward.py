@@ -1,6 +1,7 @@
 """A batch through the model, one way for training, validation and test: the inputs the model contract says, mixed
 precision, the forecast rolled out where the target is longer than one forecast, and prediction and target cut to
-what the loss and the metrics compare."""
+what the loss and the metrics compare. A probabilistic loss's forecasts carry k values per point in a last
+dimension (batch, time, channels, k); a rolled-out forecast feeds back its point forecast (the median or mean)."""
 import math
 
 import torch
@@ -11,8 +12,9 @@ from models.contract import model_inputs
 
 
 class Forward:
-    def __init__(self, config, autocast):
-        self.config, self.autocast = config, autocast
+    def __init__(self, config, autocast, point):
+        """point: the point forecast of a model's output (utils.losses.Objective.point)."""
+        self.config, self.autocast, self.point = config, autocast, point
         self.caps = models.capabilities(config.model)
 
     def call(self, model: nn.Module, x: torch.Tensor, batch, shift: int) -> tuple[torch.Tensor, dict]:
@@ -40,7 +42,7 @@ class Forward:
             if c.last_token:
                 pred, true = pred[:, -c.output_token_len:], true[:, -c.output_token_len:]
         if c.covariate:
-            pred, true = pred[..., -1:], true[..., -1:]
+            pred, true = pred[:, :, -1:], true[:, :, -1:]
         return pred, true, terms
 
     def rollout(self, model: nn.Module, batch, horizon: int) -> torch.Tensor:
@@ -51,5 +53,5 @@ class Forward:
             out = self.call(model, x, batch, i * step)[0][:, -step:]
             preds.append(out)
             if i + 1 < n_steps:  # an exogenous model's one-channel forecast is never fed back: one step only
-                x = torch.cat([x, out], dim=1)[:, -self.config.seq_len:]
+                x = torch.cat([x, self.point(out)], dim=1)[:, -self.config.seq_len:]
         return torch.cat(preds, dim=1)[:, :horizon]

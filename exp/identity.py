@@ -85,8 +85,11 @@ def added_later(model: str) -> dict:
 
 
 def _as_recorded(entries: dict, later: dict) -> dict:
-    """The entries without those at the value they had before they entered identities."""
-    return {name: value for name, value in entries.items() if name not in later or later[name] != value}
+    """The entries as JSON records them (a tuple as a list: a recorded identity compares equal to a computed one),
+    without those at the value they had before they entered identities."""
+    plain = {name: list(value) if isinstance(value, tuple) else value for name, value in entries.items()}
+    return {name: value for name, value in plain.items()
+            if name not in later or _as_recorded({name: later[name]}, {})[name] != value}
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:

@@ -73,7 +73,7 @@ class Model(nn.Module):
       the official AutoCorrelation defines but never applies, and its optional attention output, are left out.
     """
     capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=True,
-                                future_marks=True)
+                                future_marks=True, multi_output=True)
 
     @dataclass
     class Config(DecompositionConfig):

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 # What the framework tells every model about its task (from the flags and the data):
 #   seq_len, input_token_len, output_token_len: the lengths of the forecasting task;
 #   enc_in: channels of the input; n_marks: width of the calendar features (0: none);
-#   covariate: the last channel is the target, the others inform it.
-TASK_FIELDS = ("seq_len", "input_token_len", "output_token_len", "enc_in", "n_marks", "covariate")
+#   covariate: the last channel is the target, the others inform it;
+#   n_outputs: values per forecast point: 1 (a point forecast) unless the loss asks for more (quantiles, a
+#   distribution's parameters: utils/losses/), which only a model with the capability multi_output is given.
+TASK_FIELDS = ("seq_len", "input_token_len", "output_token_len", "enc_in", "n_marks", "covariate", "n_outputs")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class Capabilities:
                other channels are inputs only, so its forecasts cannot be rolled beyond output_token_len.
     aux_loss: in training mode forward returns (prediction, terms): terms maps names to scalar loss terms,
               already weighted, that the framework adds to its loss and reports per epoch as global means.
+    multi_output: with n_outputs k > 1 the output gains a last dimension of k values per forecast point
+                  (batch, time, channels, k): the final projection widened (models/layers/outputs.py), each value
+                  denormalised as a forecast is. With n_outputs 1 the model is exactly what it was: the same
+                  parameters, made in the same order, and the same output.
     """
     autoregressive: bool = False
     direct: bool = True
@@ -41,6 +47,7 @@ class Capabilities:
     positions: bool = False
     exogenous: bool = False
     aux_loss: bool = False
+    multi_output: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,15 @@ from torch import nn
 import models
 
 
-def expected_output_shape(task, n_channels: int, batch: int) -> tuple:
+def expected_output_shape(task, n_channels: int, batch: int, n_outputs: int = 1) -> tuple:
     """What a model's forward must return: one output token per input token for token models, in every mode;
     otherwise the forecast of output_token_len points after the window (the target alone for an exogenous
-    model in covariate mode)."""
+    model in covariate mode); with n_outputs k > 1, k values per point in a last dimension."""
     caps = models.capabilities(task.model)
+    per_point = (n_outputs,) if n_outputs > 1 else ()
     if caps.token_input:
-        return batch, task.seq_len // task.input_token_len * task.output_token_len, n_channels
-    return batch, task.output_token_len, 1 if caps.exogenous and task.covariate else n_channels
+        return batch, task.seq_len // task.input_token_len * task.output_token_len, n_channels, *per_point
+    return batch, task.output_token_len, 1 if caps.exogenous and task.covariate else n_channels, *per_point
 
 
 def model_inputs(task, caps: models.Capabilities, x: torch.Tensor, batch, shift: int) -> tuple[tuple, dict]:
@@ -47,11 +48,12 @@ def one_window(model: nn.Module, task, batch) -> torch.Tensor:
     return out
 
 
-def output_problem(model: nn.Module, task, batch, n_channels: int) -> str | None:
+def output_problem(model: nn.Module, task, batch, n_channels: int, n_outputs: int = 1) -> str | None:
     """Why the model's output for one window breaks the contract (None: it keeps it)."""
     out = one_window(model, task, batch)
-    expected = expected_output_shape(task, n_channels, 1)
+    expected = expected_output_shape(task, n_channels, 1, n_outputs)
     if tuple(out.shape) != expected:
+        layout = "(batch, time, channels, values per point)" if n_outputs > 1 else "(batch, time, channels)"
         return (f"model {task.model} returned shape {tuple(out.shape)} for one window, expected {expected} "
-                "(batch, time, channels); see 'Adding a model' in README.md")
+                f"{layout}; see 'Adding a model' in README.md")
     return None

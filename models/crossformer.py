@@ -8,6 +8,7 @@ from torch import nn
 from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.dropout import Dropout
 from models.layers.embed import sinusoidal_positions
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import MultiHeadAttention
 
 
@@ -102,7 +103,7 @@ class SegmentMerging(nn.Module):
 
 class DecoderLayer(nn.Module):
     """TSA on the decoder's segments, attention of each dimension's segments to the encoder's output at one
-    scale, and a linear map of every segment to seg_len points: this scale's forecast."""
+    scale, and a linear map of every segment to seg_len points (of k values each): this scale's forecast."""
 
     def __init__(self, configs, n_segments: int):
         super().__init__()
@@ -110,12 +111,13 @@ class DecoderLayer(nn.Module):
         self.tsa = TwoStageAttention(configs, n_segments)
         # official: no dropout on this MLP
         self.cross = Stage(Attention(d, configs.n_heads, p, configs.head_mixup), d, d, p, 0.0)
-        self.predict = nn.Linear(d, configs.seg_len)
+        self.predict = nn.Linear(d, configs.seg_len * configs.n_outputs)
+        self.n_outputs = configs.n_outputs
 
     def forward(self, x: torch.Tensor, encoded: torch.Tensor):
         B, D, S, M = x.shape
         x = self.cross(self.tsa(x).reshape(B * D, S, M), encoded.flatten(0, 1)).view(B, D, S, M)
-        return x, self.predict(x)
+        return x, split_points(self.predict(x), self.n_outputs)
 
 
 class Model(nn.Module):
@@ -140,7 +142,8 @@ class Model(nn.Module):
     official three projections stacked; equal outputs); Dropout is models.layers.dropout.Dropout (other
     random masks on CPU).
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=False)
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=False,
+                                multi_output=True)
 
     @dataclass
     class Config:
@@ -167,6 +170,7 @@ class Model(nn.Module):
         super().__init__()
         seg, win, d = configs.seg_len, configs.win_size, configs.d_model
         self.seg_len, self.horizon, self.baseline = seg, configs.output_token_len, configs.baseline
+        self.n_outputs = configs.n_outputs
         in_segments = ceil(configs.seq_len / seg)
         self.front_pad = in_segments * seg - configs.seq_len
         out_segments = ceil(self.horizon / seg)
@@ -188,6 +192,8 @@ class Model(nn.Module):
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         B, _, C = x.shape
         base = x.mean(1, keepdim=True) if self.baseline else 0.0
+        if self.baseline and self.n_outputs > 1:
+            base = base[..., None]  # the same mean under each of the k values
         if self.front_pad:
             x = torch.cat([x[:, :1].expand(-1, self.front_pad, -1), x], dim=1)
         h = x.transpose(1, 2).unflatten(-1, (-1, self.seg_len))  # (B, C, segments, seg_len)
@@ -200,5 +206,5 @@ class Model(nn.Module):
         y, forecast = self.dec_position.expand(B, -1, -1, -1), 0.0
         for layer, encoded in zip(self.decoder, scales):
             y, predicted = layer(y, encoded)
-            forecast = forecast + predicted  # (B, C, out segments, seg_len)
-        return base + forecast.flatten(2).transpose(1, 2)[:, :self.horizon]
+            forecast = forecast + predicted  # (B, C, out segments, seg_len[, k])
+        return base + channels_last(forecast.flatten(2, 3))[:, :self.horizon]

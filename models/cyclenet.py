@@ -4,6 +4,8 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, d_model, hparam, use_norm
+from models.layers.normalization import denormalize
+from models.layers.outputs import channels_last, split_points
 
 
 class Model(nn.Module):
@@ -26,7 +28,8 @@ class Model(nn.Module):
     relabelling; here Q's row k is the phase k of the series. Otherwise the computation and initialisation
     (torch defaults; the unbiased variance of the official instance norm) are the official code's.
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False, positions=True)
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False, positions=True,
+                                multi_output=True)
     # covariate=False: Q is per channel and the backbone channel-independent, so channels never meet
 
     @dataclass
@@ -42,12 +45,13 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         L, H = configs.seq_len, configs.output_token_len
-        self.seq_len, self.horizon, self.use_norm = L, H, configs.use_norm
+        self.seq_len, self.horizon, self.use_norm, self.n_outputs = L, H, configs.use_norm, configs.n_outputs
         self.cycle = nn.Parameter(torch.zeros(configs.cycle, configs.enc_in))
         if configs.model_type == "linear":
-            self.backbone = nn.Linear(L, H)
+            self.backbone = nn.Linear(L, H * self.n_outputs)
         else:
-            self.backbone = nn.Sequential(nn.Linear(L, configs.d_model), nn.ReLU(), nn.Linear(configs.d_model, H))
+            self.backbone = nn.Sequential(nn.Linear(L, configs.d_model), nn.ReLU(),
+                                          nn.Linear(configs.d_model, H * self.n_outputs))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None,
                 position: torch.Tensor | None = None) -> torch.Tensor:
@@ -61,5 +65,7 @@ class Model(nn.Module):
         W = self.cycle.shape[0]
         steps = torch.arange(self.seq_len + self.horizon, device=x.device)
         cyc = self.cycle[(position.view(-1, 1) % W + steps) % W]  # (B, seq_len + horizon, channels)
-        y = self.backbone((x - cyc[:, :self.seq_len]).transpose(1, 2)).transpose(1, 2) + cyc[:, self.seq_len:]
-        return y * std + mean if self.use_norm else y
+        y = channels_last(split_points(self.backbone((x - cyc[:, :self.seq_len]).transpose(1, 2)), self.n_outputs))
+        future = cyc[:, self.seq_len:]
+        y = y + (future[..., None] if self.n_outputs > 1 else future)  # the cycle added to each of the k
+        return denormalize(y, (mean, std)) if self.use_norm else y

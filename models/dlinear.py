@@ -7,6 +7,7 @@ from models.base import Capabilities, hparam, use_norm
 from models.layers.decomposition import SeriesDecomposition
 from models.layers.linear import ChannelLinear
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 
 
 class Model(nn.Module):
@@ -17,7 +18,8 @@ class Model(nn.Module):
 
     use_norm (instance normalisation around the model) is off in the paper.
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False)  # channel-independent
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False,  # channel-independent
+                                multi_output=True)
 
     @dataclass
     class Config:
@@ -29,7 +31,8 @@ class Model(nn.Module):
         super().__init__()
         self.use_norm = configs.use_norm
         self.decomposition = SeriesDecomposition(configs.moving_avg)
-        L, P = configs.seq_len, configs.output_token_len
+        L, P = configs.seq_len, configs.output_token_len * configs.n_outputs
+        self.n_outputs = configs.n_outputs
         if configs.individual:
             self.seasonal = ChannelLinear(configs.enc_in, L, P)
             self.trend = ChannelLinear(configs.enc_in, L, P)
@@ -40,5 +43,5 @@ class Model(nn.Module):
         if self.use_norm:
             x, stats = normalize(x)
         seasonal, trend = self.decomposition(x.transpose(1, 2))
-        out = (self.seasonal(seasonal) + self.trend(trend)).transpose(1, 2)
+        out = channels_last(split_points(self.seasonal(seasonal) + self.trend(trend), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

@@ -97,7 +97,7 @@ class Model(nn.Module):
     applies tanh to real and imaginary parts separately, and defaults to 32 modes.
     """
     capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=True,
-                                future_marks=True)
+                                future_marks=True, multi_output=True)
 
     @dataclass
     class Config(DecompositionConfig):

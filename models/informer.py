@@ -7,6 +7,7 @@ from torch import nn
 
 from models.base import Capabilities, activation, d_ff, d_model, dropout, hparam, label_len, n_heads
 from models.layers.embed import DataEmbedding
+from models.layers.outputs import split_points
 from models.layers.seasonal_trend import HeadMixing
 from models.layers.transformer import EncoderLayer
 
@@ -113,7 +114,8 @@ class Model(nn.Module):
     horizon). The encoder's layers (ProbSparse self-attention, feed-forward) are separated by distilling layers
     (convolution, BatchNorm, ELU, max-pool) that halve the sequence; the decoder's layers add masked ProbSparse
     self-attention and full cross-attention to the encoder output; a linear projection of the decoder's last
-    output_token_len steps is the forecast of every channel. With attn "full" the self-attentions are full.
+    output_token_len steps is the forecast of every channel (k values a point with n_outputs k). With attn
+    "full" the self-attentions are full.
     ProbSparse attention draws its sampled keys with torch.randint from torch's global CPU generator (as the
     official code): in training from its running state (so torch.manual_seed governs them, and each DDP rank
     draws its own); in eval mode from that generator seeded with EVAL_SEED afresh for every forward, its state
@@ -140,7 +142,7 @@ class Model(nn.Module):
       --mix off. The dropout the official ProbAttention defines but never applies is left out.
     """
     capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=True,
-                                future_marks=True)
+                                future_marks=True, multi_output=True)
 
     @dataclass
     class Config:
@@ -165,6 +167,7 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         self.seq_len, self.label_len, self.horizon = configs.seq_len, configs.label_len, configs.output_token_len
+        self.n_outputs = configs.n_outputs
         if self.label_len > self.seq_len:
             raise ValueError(f"label_len {self.label_len} exceeds seq_len {self.seq_len}")
         C, D, tslib, kind = configs.enc_in, configs.d_model, configs.variant == "tslib", configs.attn
@@ -182,7 +185,7 @@ class Model(nn.Module):
         self.decoder = nn.ModuleList(Layer(configs, attention(kind, causal=True, mix=not tslib),
                                            attention(cross_kind)) for _ in range(configs.d_layers))
         self.decoder_norm = nn.LayerNorm(D)
-        self.projection = nn.Linear(D, C)
+        self.projection = nn.Linear(D, C * self.n_outputs)
         self.samples = kind == "prob" or cross_kind == "prob"
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
@@ -207,4 +210,4 @@ class Model(nn.Module):
         out = self.decoder_embedding(F.pad(x[:, L - S:], (0, 0, 0, P)), decoder_marks)
         for layer in self.decoder:
             out = layer(out, h)
-        return self.projection(self.decoder_norm(out[:, -P:]))
+        return split_points(self.projection(self.decoder_norm(out[:, -P:])), self.n_outputs)

@@ -5,6 +5,7 @@ from torch import nn
 from models.base import Capabilities, TransformerConfig
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import encoder_layers
 
 
@@ -19,17 +20,17 @@ class Model(nn.Module):
     feed-forward network works on each variate's representation, and a linear projection gives each
     variate's forecast. Covariates inform the target through attention.
     """
-    capabilities = Capabilities(direct=True, covariate=True, time_marks=True)
+    capabilities = Capabilities(direct=True, covariate=True, time_marks=True, multi_output=True)
 
     Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
 
     def __init__(self, configs):
         super().__init__()
-        self.use_norm = configs.use_norm
+        self.use_norm, self.n_outputs = configs.use_norm, configs.n_outputs
         self.embedding = nn.Sequential(nn.Linear(configs.seq_len, configs.d_model), Dropout(configs.dropout))
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
-        self.projection = nn.Linear(configs.d_model, configs.output_token_len)
+        self.projection = nn.Linear(configs.d_model, configs.output_token_len * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -39,5 +40,6 @@ class Model(nn.Module):
         h = self.embedding(tokens.transpose(1, 2))  # (B, C [+ F], D)
         for layer in self.layers:
             h = layer(h)
-        out = self.projection(self.norm(h))[:, :C].transpose(1, 2)  # drop the calendar tokens
+        out = self.projection(self.norm(h))[:, :C]  # drop the calendar tokens
+        out = channels_last(split_points(out, self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

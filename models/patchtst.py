@@ -7,6 +7,7 @@ from torch import nn
 from models.base import Capabilities, activation, d_ff, d_model, dropout, e_layers, hparam, n_heads, use_norm
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import encoder_layers
 
 
@@ -23,7 +24,7 @@ class Model(nn.Module):
     BatchNorm, flattened and mapped linearly to the forecast. The official code's residual attention
     (scores carried across layers) is not used: attention is F.scaled_dot_product_attention.
     """
-    capabilities = Capabilities(direct=True, covariate=False)  # channel-independent
+    capabilities = Capabilities(direct=True, covariate=False, multi_output=True)  # channel-independent
 
     @dataclass
     class Config:
@@ -44,13 +45,13 @@ class Model(nn.Module):
         if self.patch_len > configs.seq_len:
             raise ValueError(f"patch_len {self.patch_len} is longer than seq_len {configs.seq_len}")
         n_patches = (configs.seq_len - self.patch_len) // self.stride + 2  # +1 for the end padding
-        self.use_norm = configs.use_norm
+        self.use_norm, self.n_outputs = configs.use_norm, configs.n_outputs
         self.projection = nn.Linear(self.patch_len, configs.d_model)
         self.position = nn.Parameter(torch.empty(n_patches, configs.d_model).uniform_(-0.02, 0.02))
         self.dropout = Dropout(configs.dropout)
         self.layers = encoder_layers(configs, attn_dropout=0.0, norm="batch")
         self.head = nn.Sequential(nn.Flatten(start_dim=-2), Dropout(configs.head_dropout),
-                                  nn.Linear(n_patches * configs.d_model, configs.output_token_len))
+                                  nn.Linear(n_patches * configs.d_model, configs.output_token_len * self.n_outputs))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -61,5 +62,5 @@ class Model(nn.Module):
         h = self.dropout(self.projection(patches).flatten(0, 1) + self.position)  # (B*C, N, D)
         for layer in self.layers:
             h = layer(h)
-        out = self.head(h).reshape(B, C, -1).transpose(1, 2)
+        out = channels_last(split_points(self.head(h).reshape(B, C, -1), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

@@ -7,6 +7,7 @@ from models.base import Capabilities, dropout, hparam
 from models.layers.dropout import Dropout
 from models.layers.linear import ChannelLinear
 from models.layers.normalization import RevIN
+from models.layers.outputs import channels_last, split_points
 
 
 class Model(nn.Module):
@@ -23,7 +24,8 @@ class Model(nn.Module):
     of nn.Linear, with the same initialisation; the window statistics are not detached (the input carries no
     gradient, so this changes nothing).
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False)  # channel-independent
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False,  # channel-independent
+                                multi_output=True)
 
     @dataclass
     class Config:
@@ -32,12 +34,13 @@ class Model(nn.Module):
 
     def __init__(self, configs):
         super().__init__()
-        L, P, C = configs.seq_len, configs.output_token_len, configs.enc_in
+        L, P, C = configs.seq_len, configs.output_token_len * configs.n_outputs, configs.enc_in
+        self.n_outputs = configs.n_outputs
         self.revin = RevIN(C, inverse_eps=1e-10)  # the official RLinear's eps^2
         self.dropout = Dropout(configs.dropout)
         self.linear = ChannelLinear(C, L, P) if configs.individual else nn.Linear(L, P)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         x, stats = self.revin.normalize(x)
-        out = self.linear(self.dropout(x).transpose(1, 2)).transpose(1, 2)
+        out = channels_last(split_points(self.linear(self.dropout(x).transpose(1, 2)), self.n_outputs))
         return self.revin.denormalize(out, stats)

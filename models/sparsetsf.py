@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, d_model, hparam
+from models.layers.outputs import channels_last, split_points
 
 
 class Model(nn.Module):
@@ -21,7 +22,7 @@ class Model(nn.Module):
 
     Computation and initialisation (torch defaults) as in the official code; none of its behaviour is changed.
     """
-    capabilities = Capabilities(direct=True, covariate=False)  # channel-independent
+    capabilities = Capabilities(direct=True, covariate=False, multi_output=True)  # channel-independent
 
     @dataclass
     class Config:
@@ -37,13 +38,14 @@ class Model(nn.Module):
         if L % w or H % w:
             raise ValueError(f"SparseTSF needs seq_len ({L}) and output_token_len ({H}) to be multiples of "
                              f"period_len ({w})")
-        self.period_len = w
+        self.period_len, self.n_outputs = w, configs.n_outputs
+        M = H // w * self.n_outputs  # forecast points of each phase, k values each
         self.aggregate = nn.Conv1d(1, 1, kernel_size=1 + 2 * (w // 2), padding=w // 2, bias=False)
         if configs.model_type == "linear":
-            self.forecast = nn.Linear(L // w, H // w, bias=False)
+            self.forecast = nn.Linear(L // w, M, bias=False)
         else:
             self.forecast = nn.Sequential(nn.Linear(L // w, configs.d_model), nn.ReLU(),
-                                          nn.Linear(configs.d_model, H // w))
+                                          nn.Linear(configs.d_model, M))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         B, L, C = x.shape
@@ -52,5 +54,6 @@ class Model(nn.Module):
         series = self.aggregate(series) + series
         # (B*C, L) -> (B*C, period_len, periods): one row per phase, its points one period apart
         phases = series.reshape(B * C, L // self.period_len, self.period_len).transpose(1, 2)
-        y = self.forecast(phases).transpose(1, 2).reshape(B, C, -1)
-        return y.transpose(1, 2) + mean
+        y = split_points(self.forecast(phases), self.n_outputs).transpose(1, 2)  # (B*C, periods, period_len[, k])
+        y = channels_last(y.reshape(B, C, -1, *y.shape[3:]))
+        return y + (mean[..., None] if self.n_outputs > 1 else mean)  # the mean added to each of the k

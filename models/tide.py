@@ -8,19 +8,26 @@ from models.base import Capabilities, d_model, dropout, e_layers, hparam, revin
 from models.layers.dropout import Dropout
 from models.layers.linear import dense
 from models.layers.normalization import RevIN
+from models.layers.outputs import channels_last, split_points
 
 
 class ResidualBlock(nn.Module):
-    """TiDE's residual block: dense + ReLU, dense, dropout, plus a linear skip, then (optionally) LayerNorm."""
+    """TiDE's residual block: dense + ReLU, dense, dropout, plus a linear skip, then (optionally) LayerNorm over
+    each group of norm_width adjacent outputs (default: all out_dim together)."""
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float, layer_norm: bool):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float, layer_norm: bool,
+                 norm_width: int | None = None):
         super().__init__()
         self.fc1, self.fc2, self.skip = dense(in_dim, hidden), dense(hidden, out_dim), dense(in_dim, out_dim)
         self.dropout = Dropout(dropout)
-        self.norm = nn.LayerNorm(out_dim, eps=1e-3) if layer_norm else nn.Identity()
+        self.norm_width = norm_width or out_dim
+        self.norm = nn.LayerNorm(self.norm_width, eps=1e-3) if layer_norm else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(self.dropout(self.fc2(F.relu(self.fc1(x)))) + self.skip(x))
+        y = self.dropout(self.fc2(F.relu(self.fc1(x)))) + self.skip(x)
+        if y.shape[-1] == self.norm_width:
+            return self.norm(y)
+        return self.norm(y.unflatten(-1, (-1, self.norm_width))).flatten(-2)
 
 
 def dense_stack(in_dim: int, widths: list, dropout: float, layer_norm: bool) -> nn.Module:
@@ -62,10 +69,14 @@ class Model(nn.Module):
       (google-research/google-research issue 2133; TSLib's port does the same). Here the temporal decoder
       skips its LayerNorm, so its output reaches the forecast; scalar_norm restores the official behaviour
       (to reproduce the published numbers).
+    - k values per point (n_outputs): the temporal decoder maps each step's vector to k values and the global
+      residual maps the window to k per step (as Darts' probabilistic TiDE); scalar_norm normalises each of the
+      k values alone, as the one value of a point forecast.
     - RevIN (models.layers.normalization): eps 1e-5 inside the standard deviation's square root, where the official
       code replaces a zero standard deviation by 1.
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False, time_marks=True)
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=False, time_marks=True,
+                                multi_output=True)
 
     @dataclass
     class Config:
@@ -86,9 +97,9 @@ class Model(nn.Module):
 
     def __init__(self, configs):
         super().__init__()
-        L, H, C = configs.seq_len, configs.output_token_len, configs.enc_in
+        L, H, C, k = configs.seq_len, configs.output_token_len, configs.enc_in, configs.n_outputs
         D, p, drop, ln = configs.d_model, configs.decoder_output_dim, configs.dropout, configs.layer_norm
-        self.horizon, self.decoder_output_dim = H, p
+        self.horizon, self.decoder_output_dim, self.n_outputs = H, p, k
         self.revin = RevIN(C, inverse_eps=1e-7) if configs.revin else None
         self.features = (ResidualBlock(configs.n_marks, configs.feature_hidden, configs.feature_dim, drop, ln)
                          if configs.n_marks else None)
@@ -98,9 +109,11 @@ class Model(nn.Module):
         in_dim = L + (L * configs.feature_dim if self.features else 0) + configs.channel_embed
         self.encoder = dense_stack(in_dim, [D] * configs.e_layers, drop, ln)
         self.decoder = dense_stack(D, [D] * (configs.d_layers - 1) + [p * H], drop, ln)
-        # a LayerNorm over one feature outputs its shift whatever the input (see the Model docstring)
-        self.temporal_decoder = ResidualBlock(p, configs.temporal_hidden, 1, drop, ln and configs.scalar_norm)
-        self.residual = dense(L, H)
+        # a LayerNorm over one feature outputs its shift whatever the input (see the Model docstring); each of the
+        # k values is normalised alone, as the point forecast's one value
+        self.temporal_decoder = ResidualBlock(p, configs.temporal_hidden, k, drop, ln and configs.scalar_norm,
+                                              norm_width=1)
+        self.residual = dense(L, H * k)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.revin is not None:
@@ -117,5 +130,7 @@ class Model(nn.Module):
             parts.append(self.channel_embedding.expand(B, C, -1))
         decoded = self.decoder(self.encoder(torch.cat(parts, dim=-1)))  # (B, C, p * H)
         decoded = decoded.view(B, C, self.decoder_output_dim, self.horizon).transpose(-1, -2)  # (B, C, H, p)
-        out = (self.temporal_decoder(decoded).squeeze(-1) + self.residual(series)).transpose(1, 2)
+        # (B, C, H * k), point-major as the residual's
+        out = self.temporal_decoder(decoded).flatten(-2) + self.residual(series)
+        out = channels_last(split_points(out, self.n_outputs))
         return self.revin.denormalize(out, stats) if self.revin is not None else out

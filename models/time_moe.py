@@ -6,6 +6,7 @@ from torch import nn
 
 from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.batch_stats import BatchMean
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import MultiHeadAttention, rotary_tables
 
 INIT_STD = 0.02  # official initializer_range: every Linear weight ~ N(0, 0.02), biases 0
@@ -118,7 +119,7 @@ class Model(nn.Module):
     load-balancing loss ignores no padding (the framework has none); no KV cache.
     """
     capabilities = Capabilities(autoregressive=True, direct=False, covariate=False, token_input=True,
-                                aux_loss=True)
+                                aux_loss=True, multi_output=True)
 
     @dataclass
     class Config:
@@ -150,12 +151,13 @@ class Model(nn.Module):
             raise ValueError(f"horizons must be positive, got {configs.horizons!r}")
         self.horizons = sorted(horizons - {configs.output_token_len})  # the main head already has that one
         self.token_len, self.out_len = configs.input_token_len, configs.output_token_len
+        self.n_outputs = configs.n_outputs
         self.head_dim = configs.d_model // configs.n_heads
         self.num_experts, self.aux_loss_coef = configs.num_experts, configs.aux_loss_coef
         self.embedding = TokenEmbedding(self.token_len, configs.d_model)
         self.layers = nn.ModuleList(DecoderLayer(configs) for _ in range(configs.e_layers))
         self.norm = nn.RMSNorm(configs.d_model, eps=RMS_EPS)
-        self.head = nn.Linear(configs.d_model, self.out_len, bias=False)
+        self.head = nn.Linear(configs.d_model, self.out_len * self.n_outputs, bias=False)
         self.extra_heads = nn.ModuleList(nn.Linear(configs.d_model, h, bias=False) for h in self.horizons)
         self.routed_share = BatchMean()
         for module in self.modules():
@@ -175,7 +177,8 @@ class Model(nn.Module):
             h, probs, chosen = layer(h, rotary)
             routing.append((probs, chosen))
         h = self.norm(h)
-        out = self.head(h).reshape(B, C, n_tokens * self.out_len).transpose(1, 2)
+        # a channel's tokens, each of output_token_len points of k values, in order: (B, N * output_token_len, C[, k])
+        out = channels_last(split_points(self.head(h).reshape(B, C, -1), self.n_outputs))
         if not self.training:
             return out
         terms = {"load_balance": self.aux_loss_coef * (len(self.horizons) + 1) * self._balance(routing, B * C)}

@@ -6,6 +6,7 @@ from models.base import Capabilities, TransformerConfig
 from models.layers.dropout import Dropout
 from models.layers.embed import sinusoidal_positions
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import encoder_layers
 
 
@@ -20,18 +21,19 @@ class Model(nn.Module):
     causally masked Transformer layers (GPT-style next-token prediction); each token's output is the
     next output_token_len points. Forecasts longer than one token are generated autoregressively.
     """
-    capabilities = Capabilities(autoregressive=True, direct=True, covariate=False, token_input=True)
+    capabilities = Capabilities(autoregressive=True, direct=True, covariate=False, token_input=True,
+                                multi_output=True)
 
     Config = TransformerConfig  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
 
     def __init__(self, configs):
         super().__init__()
-        self.token_len, self.use_norm = configs.input_token_len, configs.use_norm
+        self.token_len, self.use_norm, self.n_outputs = configs.input_token_len, configs.use_norm, configs.n_outputs
         self.embedding = nn.Linear(self.token_len, configs.d_model)
         self.dropout = Dropout(configs.dropout)
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
-        self.head = nn.Linear(configs.d_model, configs.output_token_len)
+        self.head = nn.Linear(configs.d_model, configs.output_token_len * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -42,5 +44,6 @@ class Model(nn.Module):
         h = self.dropout(h + sinusoidal_positions(h.shape[1], h.shape[2], h.device))
         for layer in self.layers:
             h = layer(h, is_causal=True)
-        out = self.head(self.norm(h)).reshape(B, C, -1).transpose(1, 2)  # (B, N * output_token_len, C)
+        # a channel's tokens, each of output_token_len points of k values, in order: (B, N * output_token_len, C[, k])
+        out = channels_last(split_points(self.head(self.norm(h)).reshape(B, C, -1), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

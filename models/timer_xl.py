@@ -6,6 +6,7 @@ from torch import nn
 
 from models.base import Capabilities, TransformerConfig, hparam
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import encoder_layers, rotary_tables
 
 
@@ -29,7 +30,8 @@ class Model(nn.Module):
              1/sqrt(head size) scaling of the scores. (Its rotary pairs features (2i, 2i+1), ours
              (i, i + width/2): the same rotations of permuted features.)
     """
-    capabilities = Capabilities(autoregressive=True, direct=True, covariate=True, token_input=True)
+    capabilities = Capabilities(autoregressive=True, direct=True, covariate=True, token_input=True,
+                                multi_output=True)
 
     @dataclass
     class Config(TransformerConfig):  # d_model, n_heads, e_layers, d_ff, dropout, activation, use_norm
@@ -44,13 +46,13 @@ class Model(nn.Module):
             raise ValueError(f"Timer-XL's {configs.attention_form} attention needs a head size (d_model / n_heads) "
                              f"divisible by {rotated} for rotary embedding")
         self.token_len = configs.input_token_len
-        self.out_len = configs.output_token_len
+        self.out_len, self.n_outputs = configs.output_token_len, configs.n_outputs
         self.head_dim = configs.d_model // configs.n_heads
         self.use_norm, self.covariate = configs.use_norm, configs.covariate
         self.embedding = nn.Linear(self.token_len, configs.d_model)
         self.layers = encoder_layers(configs)
         self.norm = nn.LayerNorm(configs.d_model)
-        self.head = nn.Linear(configs.d_model, self.out_len)
+        self.head = nn.Linear(configs.d_model, self.out_len * self.n_outputs)
         self.official = configs.attention_form == "openltm"
         if self.official:  # each layer its own bias, from N(0, 1)
             self.variable_bias = nn.Parameter(torch.randn(configs.e_layers, 2, configs.n_heads))
@@ -85,5 +87,6 @@ class Model(nn.Module):
         masks, rotary = self._attention_masks(C, n_tokens, x.device)
         for layer, mask in zip(self.layers, masks):
             h = layer(h, mask, rotary)
-        out = self.head(self.norm(h)).reshape(B, C, n_tokens * self.out_len).transpose(1, 2)
+        # a channel's tokens, each of output_token_len points of k values, in order: (B, N * output_token_len, C[, k])
+        out = channels_last(split_points(self.head(self.norm(h)).reshape(B, C, -1), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

@@ -8,6 +8,7 @@ from torch import nn
 from models.base import Capabilities, d_ff, d_model, dropout, e_layers, hparam, use_norm
 from models.layers.embed import DataEmbedding
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import split_points
 
 
 def dominant_periods(x: torch.Tensor, k: int):
@@ -80,9 +81,10 @@ class Model(nn.Module):
     The embedded input (value convolution + position + calendar features) is extended linearly in
     time to seq_len + horizon; TimesBlocks find the top_k periods by FFT, reshape the series into
     2D tensors of (number of cycles, period) and apply inception convolutions; a linear projection
-    returns to the channels. All channels share the embedding, so covariates inform the target.
+    returns to the channels (k values each with n_outputs k). All channels share the embedding, so
+    covariates inform the target.
     """
-    capabilities = Capabilities(direct=True, covariate=True, time_marks=True)
+    capabilities = Capabilities(direct=True, covariate=True, time_marks=True, multi_output=True)
 
     @dataclass
     class Config:
@@ -98,13 +100,13 @@ class Model(nn.Module):
         super().__init__()
         if configs.top_k > configs.seq_len // 2:
             raise ValueError(f"top_k {configs.top_k} exceeds the {configs.seq_len // 2} frequencies of seq_len")
-        self.use_norm, self.horizon = configs.use_norm, configs.output_token_len
+        self.use_norm, self.horizon, self.n_outputs = configs.use_norm, configs.output_token_len, configs.n_outputs
         self.embedding = DataEmbedding(configs.enc_in, configs.d_model, configs.n_marks, configs.dropout)
         self.extend = nn.Linear(configs.seq_len, configs.seq_len + self.horizon)
         self.blocks = nn.ModuleList(TimesBlock(configs.d_model, configs.d_ff, configs.num_kernels, configs.top_k)
                                     for _ in range(configs.e_layers))
         self.norm = nn.LayerNorm(configs.d_model)
-        self.projection = nn.Linear(configs.d_model, configs.enc_in)
+        self.projection = nn.Linear(configs.d_model, configs.enc_in * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -112,5 +114,5 @@ class Model(nn.Module):
         h = self.extend(self.embedding(x, x_mark).transpose(1, 2)).transpose(1, 2)  # (B, L + H, D)
         for block in self.blocks:
             h = self.norm(block(h))
-        out = self.projection(h)[:, -self.horizon:]
+        out = split_points(self.projection(h)[:, -self.horizon:], self.n_outputs)
         return denormalize(out, stats) if self.use_norm else out

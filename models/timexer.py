@@ -8,6 +8,7 @@ from models.base import Capabilities, activation, d_ff, d_model, dropout, e_laye
 from models.layers.dropout import Dropout
 from models.layers.embed import sinusoidal_positions
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 from models.layers.transformer import EncoderLayer, MultiHeadAttention
 
 
@@ -61,7 +62,8 @@ class Model(nn.Module):
     feature as one more series, becomes one variate token by a linear map of its whole window (iTransformer's
     inverted embedding). In each layer the patch and global tokens of a series attend to each other, and the
     global token attends to the window's variate tokens (TimeXerLayer). After a final LayerNorm the tokens of
-    a series are flattened and mapped linearly to the horizon, followed by dropout as the official head.
+    a series are flattened and mapped linearly to the horizon (k values a point with n_outputs k), followed by
+    dropout as the official head.
     Covariate mode (TSLib's features MS, the paper's forecasting with exogenous variables): the target (last
     channel) is the one endogenous series, the other channels and the calendar features are the variate
     tokens, and the forecast of the target alone is returned, de-normalised with its statistics. Otherwise
@@ -77,7 +79,8 @@ class Model(nn.Module):
     - The head flattens the tokens token-major (the official code flattens d_model-major): the same map with
       its weight's columns permuted.
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=True, exogenous=True)
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, time_marks=True, exogenous=True,
+                                multi_output=True)
 
     @dataclass
     class Config:
@@ -96,7 +99,7 @@ class Model(nn.Module):
         if P > L:
             raise ValueError(f"patch_len {P} is longer than seq_len {L}")
         self.patch_len, self.n_patches = P, L // P
-        self.covariate, self.use_norm = configs.covariate, configs.use_norm
+        self.covariate, self.use_norm, self.n_outputs = configs.covariate, configs.use_norm, configs.n_outputs
         self.patch_embedding = nn.Linear(P, D, bias=False)
         self.register_buffer("position", sinusoidal_positions(self.n_patches, D), persistent=False)
         self.global_token = nn.Parameter(torch.randn(1 if self.covariate else configs.enc_in, D))
@@ -105,7 +108,7 @@ class Model(nn.Module):
         self.layers = nn.ModuleList(TimeXerLayer(D, configs.n_heads, configs.d_ff, configs.dropout,
                                                  configs.activation) for _ in range(configs.e_layers))
         self.norm = nn.LayerNorm(D)
-        self.head = nn.Linear((self.n_patches + 1) * D, configs.output_token_len)
+        self.head = nn.Linear((self.n_patches + 1) * D, configs.output_token_len * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -124,7 +127,8 @@ class Model(nn.Module):
         variates = self.dropout(self.variate_embedding(series.transpose(1, 2)))  # (B, M, D)
         for layer in self.layers:
             h = layer(h, variates)
-        out = self.dropout(self.head(self.norm(h).flatten(1))).view(B, V, -1).transpose(1, 2)
+        out = self.dropout(self.head(self.norm(h).flatten(1))).view(B, V, -1)
+        out = channels_last(split_points(out, self.n_outputs))  # (B, horizon, V[, k])
         if not self.use_norm:
             return out
         return denormalize(out, (mean[..., -1:], std[..., -1:]) if self.covariate else (mean, std))

@@ -8,6 +8,7 @@ from models.base import Capabilities, activation, d_ff, dropout, e_layers, hpara
 from models.layers.dropout import Dropout
 from models.layers.linear import dense
 from models.layers.normalization import RevIN
+from models.layers.outputs import channels_last, split_points
 
 
 class WindowNorm(nn.Module):
@@ -66,7 +67,7 @@ class Model(nn.Module):
     channel is projected to the horizon and the framework scores the target, where the official code slices
     the target channel out before the projection (the same target forecast).
     """
-    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True)  # mixes channels
+    capabilities = Capabilities(direct=True, autoregressive=False, covariate=True, multi_output=True)  # mixes channels
 
     @dataclass
     class Config:
@@ -80,14 +81,14 @@ class Model(nn.Module):
 
     def __init__(self, configs):
         super().__init__()
-        L, C = configs.seq_len, configs.enc_in
+        L, C, self.n_outputs = configs.seq_len, configs.enc_in, configs.n_outputs
         self.revin = RevIN(C, inverse_eps=1e-7) if configs.revin else None
         self.blocks = nn.Sequential(*(MixerBlock(L, C, configs.d_ff, configs.dropout, configs.activation,
                                                  configs.norm_type) for _ in range(configs.e_layers)))
-        self.projection = dense(L, configs.output_token_len)
+        self.projection = dense(L, configs.output_token_len * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.revin is not None:
             x, stats = self.revin.normalize(x)
-        out = self.projection(self.blocks(x).transpose(1, 2)).transpose(1, 2)
+        out = channels_last(split_points(self.projection(self.blocks(x).transpose(1, 2)), self.n_outputs))
         return self.revin.denormalize(out, stats) if self.revin is not None else out

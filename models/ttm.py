@@ -7,6 +7,7 @@ from torch import nn
 from models.base import Capabilities, d_model, dropout, e_layers, hparam, use_norm
 from models.layers.dropout import Dropout
 from models.layers.normalization import denormalize, normalize
+from models.layers.outputs import channels_last, split_points
 
 
 class AxisLinear(nn.Module):
@@ -92,7 +93,7 @@ class Model(nn.Module):
     decoder_mode is mix_channel, which is how covariates inform the target; a flatten-linear head
     gives the forecast.
     """
-    capabilities = Capabilities(direct=True, covariate=True)
+    capabilities = Capabilities(direct=True, covariate=True, multi_output=True)
     expansion = 2
 
     @dataclass
@@ -116,7 +117,7 @@ class Model(nn.Module):
             raise ValueError(f"patch_len {P} is longer than seq_len {configs.seq_len}")
         if D % 2 ** (configs.ap_levels - 1):
             raise ValueError(f"d_model {D} must be divisible by 2 ** (ap_levels - 1) = {2 ** (configs.ap_levels - 1)}")
-        self.patch_len, self.use_norm = P, configs.use_norm
+        self.patch_len, self.use_norm, self.n_outputs = P, configs.use_norm, configs.n_outputs
         self.n_patches = configs.seq_len // P
         d_dec = configs.decoder_d_model or D
         self.patcher = nn.Linear(P, D)
@@ -128,7 +129,7 @@ class Model(nn.Module):
             MixerLayer(d_dec, self.n_patches, configs.enc_in, configs.decoder_mode == "mix_channel", self.expansion,
                        configs.dropout) for _ in range(configs.d_layers)))
         self.head = nn.Sequential(nn.Flatten(start_dim=-2), Dropout(configs.head_dropout),
-                                  nn.Linear(self.n_patches * d_dec, configs.output_token_len))
+                                  nn.Linear(self.n_patches * d_dec, configs.output_token_len * self.n_outputs))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         if self.use_norm:
@@ -136,5 +137,5 @@ class Model(nn.Module):
         recent = x[:, x.shape[1] - self.n_patches * self.patch_len:]
         patches = recent.transpose(1, 2).unfold(-1, self.patch_len, self.patch_len)  # (B, C, N, P)
         h = self.decoder(self.adapter(self.backbone(self.patcher(patches))))
-        out = self.head(h).transpose(1, 2)
+        out = channels_last(split_points(self.head(h), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

@@ -12,7 +12,10 @@ def normalize(x: torch.Tensor, eps: float = 1e-5):
 
 
 def denormalize(y: torch.Tensor, stats) -> torch.Tensor:
+    """y (B, L, C), or (B, L, C, k) with k values per point (models/base.py: n_outputs), each undone alike."""
     mean, std = stats
+    if y.dim() > mean.dim():
+        mean, std = mean.unsqueeze(-1), std.unsqueeze(-1)
     return y * std + mean
 
 
@@ -32,4 +35,5 @@ class RevIN(nn.Module):
         return x * self.weight + self.bias, stats
 
     def denormalize(self, y: torch.Tensor, stats) -> torch.Tensor:
-        return denormalize((y - self.bias) / (self.weight + self.inverse_eps), stats)
+        weight, bias = (self.weight, self.bias) if y.dim() == 3 else (self.weight[:, None], self.bias[:, None])
+        return denormalize((y - bias) / (weight + self.inverse_eps), stats)

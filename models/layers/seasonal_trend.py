@@ -6,6 +6,10 @@ mechanism that mixes time steps (Auto-Correlation; Fourier blocks): each layer's
 moving-average decomposition, the decoder accumulates the trends it removes, and the forecast is the decoder's
 seasonal output plus that trend. The mechanism comes from the model file as a module that takes per-head queries,
 keys and values (batch, time, heads, head width) and returns (batch, query time, d_model).
+
+With n_outputs k > 1 (models/base.py) the seasonal projection and every decoder layer's trend projection give k
+values per point: each of the k is a forecast of its own (its seasonal part plus its own accumulated trend), all
+starting from the same trend of the window.
 """
 from dataclasses import dataclass
 from typing import Callable
@@ -18,6 +22,7 @@ from models.base import activation, d_ff, d_model, dropout, e_layers, hparam, la
 from models.layers.decomposition import SeriesDecomposition
 from models.layers.dropout import Dropout
 from models.layers.embed import DataEmbedding
+from models.layers.outputs import split_points
 from models.layers.transformer import activation as activation_module
 
 
@@ -129,7 +134,7 @@ class DecoderLayer(nn.Module):
 
 class DecompositionTransformer(nn.Module):
     """Embeddings (value + calendar features, no positions), encoder and decoder of Autoformer / FEDformer, and
-    the decoder input built from the window.
+    the decoder input built from the window; (batch, horizon, channels), or (..., channels, k) with n_outputs k.
 
     The decoder input covers the last label_len points of the window and the horizon: its seasonal part is the
     window's seasonal part there, zeros on the horizon; its trend starts as the window's trend there and the
@@ -145,22 +150,24 @@ class DecompositionTransformer(nn.Module):
         self.seq_len, self.label_len, self.horizon = configs.seq_len, configs.label_len, configs.output_token_len
         if self.label_len > self.seq_len:
             raise ValueError(f"label_len {self.label_len} exceeds seq_len {self.seq_len}")
-        C, D = configs.enc_in, configs.d_model
+        C, D, self.n_outputs = configs.enc_in, configs.d_model, configs.n_outputs
         self.decomposition = TimeDecomposition(configs.moving_avg)
         self.encoder_embedding = DataEmbedding(C, D, configs.n_marks, configs.dropout, position=False)
         self.decoder_embedding = DataEmbedding(C, D, configs.n_marks, configs.dropout, position=False)
         self.encoder = nn.ModuleList(EncoderLayer(encoder_mixing(), configs) for _ in range(configs.e_layers))
         self.encoder_norm = SeasonalLayerNorm(D)
-        self.decoder = nn.ModuleList(DecoderLayer(decoder_self_mixing(), decoder_cross_mixing(), configs, C)
-                                     for _ in range(configs.d_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(decoder_self_mixing(), decoder_cross_mixing(), configs,
+                                                  C * self.n_outputs) for _ in range(configs.d_layers))
         self.decoder_norm = SeasonalLayerNorm(D)
-        self.projection = nn.Linear(D, C)
+        self.projection = nn.Linear(D, C * self.n_outputs)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         L, S, P = self.seq_len, self.label_len, self.horizon
         seasonal, trend = self.decomposition(x)
         trend = torch.cat([trend[:, L - S:], x.mean(dim=1, keepdim=True).expand(-1, P, -1)], dim=1)
         seasonal = F.pad(seasonal[:, L - S:], (0, 0, 0, P))
+        if self.n_outputs > 1:
+            trend = trend[..., None]  # the window's trend, the same under each of the k
         encoder_marks = decoder_marks = None
         if x_mark is not None:
             encoder_marks, decoder_marks = x_mark[:, :L], x_mark[:, L - S:L + P]
@@ -171,5 +178,5 @@ class DecompositionTransformer(nn.Module):
         out = self.decoder_embedding(seasonal, decoder_marks)
         for layer in self.decoder:
             out, layer_trend = layer(out, h)
-            trend = trend + layer_trend
-        return (self.projection(self.decoder_norm(out)) + trend)[:, -P:]
+            trend = trend + split_points(layer_trend, self.n_outputs)
+        return (split_points(self.projection(self.decoder_norm(out)), self.n_outputs) + trend)[:, -P:]

@@ -40,7 +40,7 @@ def test_covariate_metrics_score_only_the_target_channel(tiny_args, monkeypatch)
     from exp import evaluator
     seen = []
     original = evaluator.window_errors
-    monkeypatch.setattr(evaluator, "window_errors", lambda p, t: seen.append(p.shape[-1]) or original(p, t))
+    monkeypatch.setattr(evaluator, "window_errors", lambda f, t: seen.append(f.point.shape[-1]) or original(f, t))
     run.main(tiny_args + ["--covariate"])
     assert set(seen) == {1}
 

@@ -14,24 +14,25 @@ import models
 import run
 from models.layers.batch_stats import BatchMean
 from tests.conftest import elsewhere, forked_ranks, torchrun
+from utils.metrics import names as metric_names
 from utils.sync_batchnorm import CrossRankBatchMean, CrossRankBatchNorm, sync_batchnorm
 
 METRICS = ("mse", "mae", "rmse", "mape", "mspe")
 
 
-def _scores_like_one_process(args, ddp, tmp_path):
+def _scores_like_one_process(args, ddp, tmp_path, names=METRICS):
     """The checkpoint a 2-process run trained, tested by one process: the same metrics and the same errors of
     every window, in the same place."""
     windows = os.path.join(tmp_path, "results", ddp["setting"], ddp["test"], "window_errors.npz")
     ddp_windows = dict(np.load(windows))
     single = run.main(args + ["--is_training", "0"])[0]["metrics"]  # finds the run trained on 2 processes
     single_windows = dict(np.load(windows))
-    assert set(ddp_windows) == set(METRICS) and len(ddp_windows["mse"]) == ddp["n_test_windows"]
-    for k in METRICS:
+    assert set(ddp_windows) == set(metric_names()) and len(ddp_windows["mse"]) == ddp["n_test_windows"]
+    for k in names:
         assert single_windows[k] == pytest.approx(ddp_windows[k], rel=1e-5), k
     assert single["setting"] == ddp["setting"] and single["test_world_size"] == 1 and single["world_size"] == 2
     assert ddp["test_world_size"] == 2 and ddp["n_test_windows"] % 32 != 0  # a last batch of its own size
-    for k in METRICS:
+    for k in names:
         assert single[k] == pytest.approx(ddp[k], rel=1e-6), k
     rows = (tmp_path / "results" / "results.csv").read_text().strip().splitlines()
     assert len(rows) == 2, "one header + one row per run and test: only rank 0 writes, testing again replaces it"
@@ -47,6 +48,18 @@ def test_every_rank_stops_on_the_same_epoch_and_the_test_scores_like_one_process
     assert len(r0["history"]) == len(r1["history"]) < 8, "early stopping should have ended this run"
     assert r0["metrics"] == r1["metrics"]
     _scores_like_one_process(args, r0["metrics"], tmp_path)
+
+
+@pytest.mark.parametrize("loss", ["quantile", "student_t"])
+def test_probabilistic_metrics_of_two_ranks_equal_one_process(tiny_args, tmp_path, loss):
+    """CRPS, coverage and widths are sums over windows too: two ranks score what one process scores."""
+    args = tiny_args + ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "1", "--loss", loss,
+                        "--quantiles", "0.05,0.1,0.25,0.5,0.75,0.9,0.95"]
+    proc, ranks = forked_ranks(args, tmp_path / "ddp")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (r0,), (r1,) = ranks
+    assert r0["metrics"] == r1["metrics"] and 0 < r0["metrics"]["coverage_90"] < 1
+    _scores_like_one_process(args, r0["metrics"], tmp_path, metric_names())
 
 
 def test_timesnet_scored_by_two_ranks_equals_one_process(tiny_args, tmp_path):

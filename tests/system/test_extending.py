@@ -20,7 +20,7 @@ def _examples() -> dict:
 def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_code_with_one_file(
         repo_copy, tiny_args, tiny_csv, tmp_path):
     examples = _examples()
-    assert sorted(examples) == ["data_provider/datasets/sensors.py", "models/my_linear.py", "utils/losses/huber.py",
+    assert sorted(examples) == ["data_provider/datasets/sensors.py", "models/my_linear.py", "utils/losses/log_cosh.py",
                                 "utils/metrics/smape.py", "utils/schedules/step_decay.py"]
     for path, code in examples.items():
         assert not (repo_copy / path).exists()
@@ -30,12 +30,12 @@ def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_c
     (data / "sensors.csv").write_text(tiny_csv.read_text().replace(",OT\n", ",load\n", 1))
     flags = tiny_args[tiny_args.index("--seq_len"):] + ["--data", "Sensors", "--root_path", str(data)]
     proc = run_cli(flags + ["--model", "my_linear", "--nonautoregressive", "--use_norm", "--lradj", "step_decay",
-                            "--loss", "huber", "--train_epochs", "4", "--patience", "4"], tmp_path, repo=repo_copy)
+                            "--loss", "log_cosh", "--train_epochs", "4", "--patience", "4"], tmp_path, repo=repo_copy)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (metrics_file,) = (tmp_path / "results").glob("*_my_linear_Sensors_M_*/tp16/metrics.json")
     metrics = json.loads(metrics_file.read_text())
     assert metrics["model"] == "my_linear" and metrics["config"]["model"] == {"model": "my_linear", "use_norm": True}
-    assert metrics["config"]["training"]["loss"] == "huber"
+    assert metrics["config"]["training"]["loss"] == "log_cosh"
     assert metrics["config"]["data"]["target"] == "load" and metrics["config"]["data"]["file"] == "sensors.csv"
     assert metrics["n_test_windows"] == int(602 * 0.1) - 16 + 1, "the last 10% of 602 rows, each forecast once"
     assert 0 < metrics["smape"] < 2 and metrics["mse"] < 2

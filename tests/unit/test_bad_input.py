@@ -192,17 +192,24 @@ CASES = {
                                               "--fsdp needs every rank to use every parameter in each step"),
     "--cpu_offload without --fsdp": (lambda p, f: ["--cpu_offload"], "--cpu_offload moves the shards of --fsdp"),
     "--cpu_offload on a CPU run": (lambda p, f: ["--fsdp", "--cpu_offload"], "a CPU run holds everything there"),
+    "quantile levels out of order or repeated": (lambda p, f: ["--loss", "quantile", "--quantiles", "0.9,0.1"],
+                                                 "--quantiles 0.9,0.1: give each level once, in increasing order"),
+    "quantile levels outside (0, 1)": (lambda p, f: ["--loss", "quantile", "--quantiles", "0,0.5"],
+                                       "--quantiles 0,0.5: each level must be in (0, 1)"),
+    "several values per point from a decoder that feeds its forecast back": (
+        lambda p, f: ["--model", "segrnn", "--nonautoregressive", "--seg_len", "16", "--dec_way", "rmf", "--loss",
+                      "quantile"], "SegRNN's rmf decoding feeds its point forecast back"),
     "--activation_checkpointing for a model without blocks": (
         lambda p, f: ["--model", "dlinear", "--nonautoregressive", "--activation_checkpointing"],
         "--activation_checkpointing recomputes a model's blocks"),
 }
-WRONG_SHAPE = """from dataclasses import dataclass
+_LINEAR_MODEL = """from dataclasses import dataclass
 from torch import nn
 from models.base import Capabilities
 
 
 class Model(nn.Module):
-    \"\"\"Forecasts one step too few.\"\"\"
+    \"\"\"{doc}\"\"\"
     capabilities = Capabilities(direct=True)
 
     @dataclass
@@ -211,11 +218,14 @@ class Model(nn.Module):
 
     def __init__(self, configs):
         super().__init__()
-        self.linear = nn.Linear(configs.seq_len, configs.output_token_len - 1)
+        self.linear = nn.Linear(configs.seq_len, {width})
 
     def forward(self, x, x_mark=None):
         return self.linear(x.transpose(1, 2)).transpose(1, 2)
 """
+POINT_ONLY = _LINEAR_MODEL.format(doc="One value per forecast point (no multi_output).",
+                                  width="configs.output_token_len")
+WRONG_SHAPE = _LINEAR_MODEL.format(doc="Forecasts one step too few.", width="configs.output_token_len - 1")
 
 
 def _script_without_data(tmp_path, repo, flags):
@@ -224,10 +234,10 @@ def _script_without_data(tmp_path, repo, flags):
     return ["bash", str(repo / "scripts" / "long_term_forecast" / "dlinear_ILI.sh"), "--train_epochs", "1"], env
 
 
-def _model_file(name, text):
+def _model_file(name, text, *extra):
     def make(tmp_path, repo, flags):
         (repo / "models" / f"{name}.py").write_text(text)
-        return [sys.executable, str(repo / "run.py"), *flags, "--model", name, "--nonautoregressive"], {}
+        return [sys.executable, str(repo / "run.py"), *flags, "--model", name, "--nonautoregressive", *extra], {}
     return make
 
 
@@ -247,6 +257,9 @@ CLI_CASES = {
     "broken file in data_provider/datasets/": (
         _registry_file("data_provider/datasets/broken.py", "DATASETS = ['not a dataset']\n"),
         "data_provider/datasets/broken.py: DATASETS must be a list of data_provider.datasets.Dataset"),
+    "a probabilistic loss for a model of one value per point": (
+        _model_file("pointonly", POINT_ONLY, "--loss", "gaussian"),
+        "--loss gaussian needs 2 values per forecast point: model pointonly returns one"),
     "model output of the wrong shape": (_model_file("short", WRONG_SHAPE),
                                         "model short returned shape (1, 15, 3) for one window, expected (1, 16, 3)"),
 }

@@ -26,9 +26,9 @@ def modes(name):
     return found
 
 
-def build(name, channels, nonautoregressive, covariate=False):
+def build(name, channels, nonautoregressive, covariate=False, **task):
     torch.manual_seed(0)
-    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate}, tiny_hparams(name))
+    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate, **task}, tiny_hparams(name))
 
 
 def inputs(name, batch, channels):
@@ -70,6 +70,28 @@ def test_forward_shape(name, nonautoregressive, covariate, channels):
         L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
         width = 1 if caps.exogenous and covariate else channels  # an exogenous model forecasts the target alone
         assert out.shape == (4, L // I * O if per_token else O, width) and torch.isfinite(out).all()
+
+
+MULTI = [(name, nar, cov) for name, nar, cov in CASES if models.capabilities(name).multi_output]
+
+
+@pytest.mark.parametrize("name,nonautoregressive,covariate", MULTI)
+def test_k_outputs_per_point_widen_the_forecast_and_one_output_is_the_point_model(name, nonautoregressive, covariate):
+    """n_outputs k: (batch, time, channels, k), each of the k a forecast of its own; k = 1: the point model, made
+    from the same random draws (so runs recorded before multi_output are unchanged)."""
+    point, one = build(name, 3, nonautoregressive, covariate), build(name, 3, nonautoregressive, covariate, n_outputs=1)
+    x, marks, kwargs = inputs(name, 4, 3)
+    for model in (point, one):
+        model.eval()
+    with torch.no_grad():
+        assert torch.equal(point(x, marks, **kwargs), one(x, marks, **kwargs))
+    wide = build(name, 3, nonautoregressive, covariate, n_outputs=5).eval()
+    out, base = wide(x, marks, **kwargs), point(x, marks, **kwargs)
+    assert out.shape == (*base.shape, 5) and torch.isfinite(out).all()
+    assert not torch.equal(out[..., 0], out[..., 1]), "the k values are outputs of their own"
+    pred, terms = predict(wide.train(), name, x, marks, kwargs)  # training: heads used only there learn too
+    (torch.nn.functional.mse_loss(pred, torch.randn_like(pred)) + sum(terms.values())).backward()
+    assert all(p.grad is not None for p in wide.parameters() if p.requires_grad)
 
 
 @pytest.mark.parametrize("name", models.NAMES)

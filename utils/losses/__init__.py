@@ -1,8 +1,16 @@
-"""Training losses, each defined once: a function of (prediction, target) that training minimises and that
-validation reports (early stopping and the best checkpoint read it).
+"""Training losses, each defined once. A loss is what training minimises and validation reports (early stopping
+and the best checkpoint read it). Three kinds:
+
+  point          one value per forecast point: (pred, true) -> the mean loss (MSE, MAE, Huber);
+  quantile       one value per level of --quantiles per point, scored by the pinball loss;
+  distribution   a distribution's parameters per point (Family), scored by its negative log-likelihood.
+
+`objective(name, levels)` binds a loss to the run's quantile levels: the number of values per point a model
+emits (models/base.py: n_outputs), the loss, the point forecast (median of quantiles, mean of a distribution) that
+point metrics and rolled-out forecasts use, and quantiles at any levels for the probabilistic metrics.
 
 Every module in this package lists its losses in `LOSSES`; add utils/losses/my_loss.py and the loss can be chosen
-by name, with nothing else to edit.
+by name (--loss), with nothing else to edit.
 """
 import functools
 from collections.abc import Callable
@@ -10,14 +18,45 @@ from dataclasses import dataclass
 
 import torch
 
+from utils.metrics import Forecast
 from utils.registry import collect
+
+KINDS = ("point", "quantile", "distribution")
+LEVEL_TOLERANCE = 1e-9  # levels computed in floating point (0.5 - 0.45) still match the grid's 0.05
+
+
+class Family:
+    """A distribution family over k raw outputs per point, each denormalised like a forecast: spreads are read as
+    differences from the location, so they do not depend on the series' level."""
+    n_params: int
+
+    def nll(self, out: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        """Per-point negative log-likelihood of true (..., ) under out (..., k)."""
+        raise NotImplementedError
+
+    def mean(self, out: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def quantile(self, out: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+        """(..., k) -> (..., len(levels)): the distribution's quantiles at the levels."""
+        raise NotImplementedError
+
+
+SCALE_FLOOR = 1e-3  # smallest scale a distribution gets (scaled data: a thousandth of a standard deviation)
+
+
+def spread(raw: torch.Tensor, loc: torch.Tensor) -> torch.Tensor:
+    """A positive scale from a raw output read relative to the location: softplus with a floor."""
+    return torch.nn.functional.softplus(raw - loc) + SCALE_FLOOR
 
 
 @dataclass(frozen=True)
 class Loss:
     name: str
-    value: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (pred, true) -> the mean loss, a scalar
+    value: Callable | None = None   # point: (pred, true) -> mean loss; quantile: (out, true, levels) -> mean loss
     help: str = ""
+    kind: str = "point"
+    family: Family | None = None    # distribution: its parameters and their negative log-likelihood
 
 
 class LossFileError(ValueError):
@@ -27,9 +66,81 @@ class LossFileError(ValueError):
 @functools.cache
 def registry() -> dict:
     """name -> Loss, for every loss the package's modules declare (imported on first use)."""
-    return collect(__name__, __path__, "LOSSES", Loss, LossFileError)
+    found = collect(__name__, __path__, "LOSSES", Loss, LossFileError)
+    for loss in found.values():
+        if loss.kind not in KINDS or (loss.kind == "distribution") != (loss.family is not None):
+            raise LossFileError(f"utils/losses: loss {loss.name!r} must be of a kind in {KINDS}, with a family "
+                                "exactly when it is a distribution")
+    return found
 
 
 def get(name: str) -> Callable:
-    """The loss function of a registered loss."""
+    """The loss function of a registered point loss: (pred, true) -> mean loss."""
     return registry()[name].value
+
+
+def interpolate(levels: torch.Tensor, values: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
+    """Quantiles at `wanted` levels, linear between the given ones (values (..., Q), sorted along Q, at the sorted
+    `levels`); NaN outside [levels[0], levels[-1]]: the tails beyond the outermost levels are unknown."""
+    idx = torch.searchsorted(levels, wanted).clamp(1, len(levels) - 1)
+    lo, hi = levels[idx - 1], levels[idx]
+    weight = ((wanted - lo) / (hi - lo)).to(values.dtype)
+    out = values[..., idx - 1] * (1 - weight) + values[..., idx] * weight
+    outside = (wanted < levels[0] - LEVEL_TOLERANCE) | (wanted > levels[-1] + LEVEL_TOLERANCE)
+    return out.masked_fill(outside, float("nan"))
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A loss bound to the run's quantile levels (--quantiles)."""
+    loss: Loss
+    levels: tuple
+
+    @property
+    def outputs(self) -> int:
+        """Values a model emits per forecast point."""
+        return {"point": 1, "quantile": len(self.levels)}.get(self.loss.kind) or self.loss.family.n_params
+
+    @property
+    def probabilistic(self) -> bool:
+        return self.loss.kind != "point"
+
+    def __call__(self, out: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        if self.loss.kind == "point":
+            return self.loss.value(out, true)
+        if self.loss.kind == "quantile":
+            return self.loss.value(out, true, self._levels(out))
+        return self.loss.family.nll(out, true).mean()
+
+    def point(self, out: torch.Tensor) -> torch.Tensor:
+        """The point forecast (batch, time, channels): the forecast itself, the median of the quantiles, or the
+        distribution's mean."""
+        if self.loss.kind == "point":
+            return out
+        if self.loss.kind == "quantile":
+            half = torch.tensor([0.5], dtype=torch.float64, device=out.device)
+            return interpolate(self._levels(out), out.sort(-1).values, half)[..., 0]
+        return self.loss.family.mean(out)
+
+    def quantiles(self, out: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
+        """(batch, time, channels, len(wanted)) quantile forecasts: a point forecast is a point mass (every
+        quantile is the forecast); quantile outputs are sorted (no crossing) and interpolated between levels
+        (NaN beyond the outermost); a distribution's are exact."""
+        if self.loss.kind == "point":
+            return out.unsqueeze(-1).expand(*out.shape, len(wanted))
+        if self.loss.kind == "quantile":
+            return interpolate(self._levels(out), out.sort(-1).values, wanted)
+        return self.loss.family.quantile(out, wanted)
+
+    def forecast(self, out: torch.Tensor) -> Forecast:
+        """What the metrics read of a forecast, in float64 (utils/metrics: Forecast)."""
+        out = out.double()
+        return Forecast(self.point(out), lambda wanted: self.quantiles(out, wanted.to(out.device)),
+                        self._levels(out))
+
+    def _levels(self, out: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(self.levels, dtype=torch.float64, device=out.device)
+
+
+def objective(name: str, levels: tuple) -> Objective:
+    return Objective(registry()[name], tuple(levels))

@@ -4,6 +4,10 @@ float64 per test window; the ranks' windows are put together in one all_reduce, 
 nothing differently from one process (the forecasts themselves aside), and each window's errors are kept for
 comparing runs window by window.
 
+A point metric reads the point forecast; a probabilistic one (probabilistic=True) reads the whole Forecast: its
+quantiles at any levels (a point forecast is a point mass: every quantile is the forecast). Probabilistic metrics
+are reported after the point metrics.
+
 Every module in this package lists its metrics in `METRICS`; add utils/metrics/my_metric.py and every test
 reports it (log line, metrics.json, results.csv), with nothing else to edit.
 """
@@ -16,14 +20,25 @@ import torch
 from utils.registry import collect
 
 FIRST = ("mse", "mae", "rmse", "mape", "mspe")  # the papers' order; other metrics follow by name
+GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the quantile levels of GIFT-Eval and fev: --quantiles' default
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    per_point: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (pred, true), float64 -> same shape
+    per_point: Callable  # (pred, true) -> same shape, float64; probabilistic: (Forecast, true)
     finalise: Callable[[float], float] = lambda mean: mean           # of the mean over all points
     help: str = ""
+    probabilistic: bool = False
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """What a probabilistic metric reads of a batch's forecast, in float64: the point forecast, quantiles at any
+    levels (batch, time, channels, levels), and the run's quantile grid (--quantiles)."""
+    point: torch.Tensor
+    quantile: Callable[[torch.Tensor], torch.Tensor]
+    grid: torch.Tensor
 
 
 class MetricFileError(ValueError):
@@ -35,17 +50,28 @@ def registry() -> tuple:
     """Every metric the package's modules declare, in report order (imported on first use)."""
     found = collect(__name__, __path__, "METRICS", Metric, MetricFileError)
     order = {name: i for i, name in enumerate(FIRST)}
-    return tuple(sorted(found.values(), key=lambda m: (order.get(m.name, len(FIRST)), m.name)))
+    return tuple(sorted(found.values(),  # the point metrics, then CRPS and the other probabilistic ones
+                        key=lambda m: (order.get(m.name, len(FIRST)), m.probabilistic, m.name != "crps", m.name)))
 
 
 def names() -> tuple:
     return tuple(m.name for m in registry())
 
 
-def window_errors(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+def point_forecast(pred: torch.Tensor, grid: tuple = GRID) -> Forecast:
+    """A point forecast as a Forecast: a point mass, every quantile the forecast."""
+    pred = pred.double()
+    return Forecast(pred, lambda levels: pred.unsqueeze(-1).expand(*pred.shape, len(levels)),
+                    torch.tensor(grid, dtype=torch.float64))
+
+
+def window_errors(forecast: Forecast | torch.Tensor, true: torch.Tensor) -> torch.Tensor:
     """(windows, metrics) float64: each window's mean of each metric's per-point values over its points."""
-    pred, true = pred.double(), true.double()
-    return torch.stack([m.per_point(pred, true).flatten(1).mean(1) for m in registry()], dim=1)
+    if isinstance(forecast, torch.Tensor):
+        forecast = point_forecast(forecast)
+    true = true.double()
+    return torch.stack([(m.per_point(forecast, true) if m.probabilistic else m.per_point(forecast.point, true))
+                        .flatten(1).mean(1) for m in registry()], dim=1)
 
 
 def metrics_from_windows(errors: torch.Tensor) -> dict:

@@ -1,0 +1,14 @@
+"""k values per forecast point (models/base.py: n_outputs, Capabilities.multi_output): a model widens its final
+projection from P to P * k outputs and splits them here. The layout is point-major (the k values of a point are
+adjacent), so with k = 1 the projection, its initialisation and its output are the point model's own."""
+import torch
+
+
+def split_points(y: torch.Tensor, k: int) -> torch.Tensor:
+    """(..., P * k) -> (..., P, k); unchanged with k = 1."""
+    return y if k == 1 else y.unflatten(-1, (-1, k))
+
+
+def channels_last(y: torch.Tensor) -> torch.Tensor:
+    """(B, C, P) -> (B, P, C), or (B, C, P, k) -> (B, P, C, k): a channel-first forecast in the contract's order."""
+    return y.transpose(1, 2)
