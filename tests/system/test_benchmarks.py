@@ -49,3 +49,13 @@ def test_the_paper_cost_benchmark_times_each_paper_script_and_scales_it_to_an_ep
     for model, horizon, _, step, steps_per_epoch, _, _, epochs, run_hours in rows:
         assert (int(steps_per_epoch), int(epochs)) == expected[model.strip(), horizon.strip()]
         assert float(step) > 0 and float(run_hours) > 0
+
+
+def test_the_probabilistic_benchmark_times_a_quantile_head_and_the_metrics_against_the_point_ones(data_root):
+    out = subprocess.run([sys.executable, "-m", "scripts.benchmark.probabilistic", "--models", "dlinear",
+                          "--data_root", str(data_root), "--steps", "2", "--repeats", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert re.search(r"train 2 steps: point model [\d.]+ s, quantile head [\d.]+ s \(x[\d.]+\)", out.stdout)
+    for run in ("point run test", "quantile run test"):
+        assert re.search(rf"{run}: point metrics [\d.]+ s, every metric [\d.]+ s \(x[\d.]+\)", out.stdout)

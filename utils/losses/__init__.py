@@ -82,6 +82,8 @@ def get(name: str) -> Callable:
 def interpolate(levels: torch.Tensor, values: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
     """Quantiles at `wanted` levels, linear between the given ones (values (..., Q), sorted along Q, at the sorted
     `levels`); NaN outside [levels[0], levels[-1]]: the tails beyond the outermost levels are unknown."""
+    if wanted.shape == levels.shape and torch.equal(wanted, levels):  # the grid itself (CRPS): no arithmetic
+        return values
     idx = torch.searchsorted(levels, wanted).clamp(1, len(levels) - 1)
     lo, hi = levels[idx - 1], levels[idx]
     weight = ((wanted - lo) / (hi - lo)).to(values.dtype)
@@ -133,10 +135,15 @@ class Objective:
         return self.loss.family.quantile(out, wanted)
 
     def forecast(self, out: torch.Tensor) -> Forecast:
-        """What the metrics read of a forecast, in float64 (utils/metrics: Forecast)."""
+        """What the metrics read of a forecast, in float64 (utils/metrics: Forecast); quantile outputs sorted once."""
         out = out.double()
-        return Forecast(self.point(out), lambda wanted: self.quantiles(out, wanted.to(out.device)),
-                        self._levels(out))
+        if self.loss.kind != "quantile":
+            return Forecast(self.point(out), lambda wanted: self.quantiles(out, wanted.to(out.device)),
+                            self._levels(out), point_mass=self.loss.kind == "point")
+        ordered, levels = out.sort(-1).values, self._levels(out)
+        half = torch.tensor([0.5], dtype=torch.float64, device=out.device)
+        return Forecast(interpolate(levels, ordered, half)[..., 0],
+                        lambda wanted: interpolate(levels, ordered, wanted.to(out.device)), levels)
 
     def _levels(self, out: torch.Tensor) -> torch.Tensor:
         return torch.tensor(self.levels, dtype=torch.float64, device=out.device)

@@ -32,13 +32,21 @@ class Metric:
     probabilistic: bool = False
 
 
-@dataclass(frozen=True)
 class Forecast:
     """What a probabilistic metric reads of a batch's forecast, in float64: the point forecast, quantiles at any
-    levels (batch, time, channels, levels), and the run's quantile grid (--quantiles)."""
-    point: torch.Tensor
-    quantile: Callable[[torch.Tensor], torch.Tensor]
-    grid: torch.Tensor
+    levels (batch, time, channels, levels; each set of levels computed once per batch), the run's quantile grid
+    (--quantiles), and whether it is a point mass (a point forecast: every quantile is the point)."""
+
+    def __init__(self, point: torch.Tensor, quantiles: Callable[[torch.Tensor], torch.Tensor], grid: torch.Tensor,
+                 point_mass: bool = False):
+        self.point, self.grid, self.point_mass = point, grid, point_mass
+        self._quantiles, self._known = quantiles, {}
+
+    def quantile(self, levels: torch.Tensor) -> torch.Tensor:
+        key = tuple(levels.tolist())
+        if key not in self._known:
+            self._known[key] = self._quantiles(levels)
+        return self._known[key]
 
 
 class MetricFileError(ValueError):
@@ -62,7 +70,7 @@ def point_forecast(pred: torch.Tensor, grid: tuple = GRID) -> Forecast:
     """A point forecast as a Forecast: a point mass, every quantile the forecast."""
     pred = pred.double()
     return Forecast(pred, lambda levels: pred.unsqueeze(-1).expand(*pred.shape, len(levels)),
-                    torch.tensor(grid, dtype=torch.float64))
+                    torch.tensor(grid, dtype=torch.float64), point_mass=True)
 
 
 def window_errors(forecast: Forecast | torch.Tensor, true: torch.Tensor) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """Probabilistic metrics, from quantile forecasts (GIFT-Eval's and fev's definitions, per point, on scaled data):
 
   crps          the CRPS approximated on the run's quantile grid (--quantiles): twice the mean pinball loss over
-                its levels. A point forecast is a point mass, whose CRPS is its absolute error: on a grid
-                symmetric about 0.5 (the default 0.1, ..., 0.9) this gives exactly the MAE.
+                its levels. A point forecast is a point mass, whose CRPS is its absolute error: the MAE (what the
+                grid gives too, when it is symmetric about 0.5 as the default 0.1, ..., 0.9 is).
   coverage_P    the share of points inside the central P% interval (quantiles (1 - P/100)/2 and (1 + P/100)/2);
   width_P       that interval's mean width. NaN where a quantile model's grid does not reach those levels: its
                 tails beyond the outermost level are unknown (0.05 and 0.95 for the 90% interval).
@@ -15,9 +15,11 @@ INTERVALS = (50, 80, 90)
 
 
 def crps(forecast, true):
+    if forecast.point_mass:  # what the grid gives on any grid symmetric about 0.5, without its levels' tensors
+        return (forecast.point - true).abs()
     levels = forecast.grid.to(true.device)
     error = true.unsqueeze(-1) - forecast.quantile(levels)
-    return 2 * torch.maximum(levels * error, (levels - 1) * error).mean(-1)
+    return 2 * (error * (levels - (error < 0).double())).mean(-1)  # the pinball loss: q e, or (q - 1) e below
 
 
 def _bounds(forecast, percent: int):
@@ -28,6 +30,8 @@ def _bounds(forecast, percent: int):
 
 def coverage(percent: int):
     def per_point(forecast, true):
+        if forecast.point_mass:  # an interval of no width holds only the points forecast exactly
+            return (forecast.point == true).double()
         low, high = _bounds(forecast, percent)
         inside = ((true >= low) & (true <= high)).double()
         return inside.masked_fill(low.isnan() | high.isnan(), float("nan"))
@@ -36,6 +40,8 @@ def coverage(percent: int):
 
 def width(percent: int):
     def per_point(forecast, true):
+        if forecast.point_mass:
+            return torch.zeros_like(true)
         low, high = _bounds(forecast, percent)
         return high - low
     return per_point
