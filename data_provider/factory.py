@@ -31,6 +31,7 @@ class DataBundle:
     scaler: StandardScale | None  # None: a corpus, scaled per series or per window (data_provider/corpus.py)
     file: str             # the data file's name and content fingerprint: part of a run's identity
     fingerprint: str
+    season: int = 1       # steps of the series' natural cycle (seasonality): MASE and MSIS scale by it
 
     def first_window(self) -> Batch:
         """The first training window, a batch of one on the CPU: what the model contract's checks run."""
@@ -72,6 +73,28 @@ def feature_set(freq: str) -> str:
         raise ConfigError(f"--freq {freq!r}: not a sampling frequency; use s, t (or min), h, d, b, w, m or q, "
                           "optionally with a multiple (15min)")
     return _FREQ_UNITS[unit]
+
+
+# GluonTS's seasonalities (time_feature/seasonality.py), which GIFT-Eval's MASE uses: below a step of `below`, the
+# cycle of `unit`s, divided by the step's multiple where it divides (15 minutes: 1440 / 15 = 96), else 1
+_SEASON_UNITS = ((pd.Timedelta(minutes=1), pd.Timedelta(seconds=1), 3600),
+                 (pd.Timedelta(hours=1), pd.Timedelta(minutes=1), 1440),
+                 (pd.Timedelta(days=1), pd.Timedelta(hours=1), 24))
+
+
+def seasonality(dates: pd.DatetimeIndex | None) -> int:
+    """Steps of the cycle of series sampled at `dates`' median step: a day for hours and minutes, an hour for
+    seconds, a year for months (12) and quarters (4); 1 (the naive forecast's scale) for days, weeks, years and
+    series without dates."""
+    if dates is None or len(dates) < 2:
+        return 1
+    step = (dates[1:] - dates[:-1]).median()
+    for below, unit, cycle in _SEASON_UNITS:
+        if step < below:
+            n, rest = divmod(step, unit)
+            return cycle // n if n and not rest and cycle % n == 0 else 1
+    days = step / pd.Timedelta(days=1)
+    return 12 if 28 <= days <= 31 else 4 if 89 <= days <= 92 else 1
 
 
 def time_features(dates: pd.DatetimeIndex | None, length: int, freq: str | None = None) -> np.ndarray:
@@ -221,7 +244,7 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool, wait
         windows["train"] = random_subset(windows["train"], args.subset_rand_ratio, args.seed)
     n_channels = 1 if args.univariate else series.shape[1]
     return DataBundle(dataset_name(args), windows, n_channels, 0 if marks is None else marks.shape[1],
-                      table.columns, scaler, os.path.basename(path), fingerprint)
+                      table.columns, scaler, os.path.basename(path), fingerprint, seasonality(table.dates))
 
 
 def corpus_data(args, device: torch.device, is_main: bool, wait_for_main=None) -> DataBundle:

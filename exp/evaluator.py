@@ -97,7 +97,7 @@ class Evaluator:
         its own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
         loader, drop_last = self.loaders[name], self.plan[name].drop_last
         rows = loader.indices().to(self.env.device)
-        computed = [(self._errors(*self.forward(model, batch, rollout=True)[:2]), scored)
+        computed = [(self._errors(batch, *self.forward(model, batch, rollout=True)[:2]), scored)
                     for batch, scored in self._batches(loader)]
         scored = [errors for errors, keep in computed if keep]
         n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
@@ -106,8 +106,11 @@ class Evaluator:
             table[rows] = torch.cat(scored)
         return all_reduce_sum(table)
 
-    def _errors(self, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-        return window_errors(self.loss.forecast(pred), true)
+    def _errors(self, batch, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        """Each window's metrics; the scaled ones read its input on the forecast's channels (the target's alone in
+        covariate mode)."""
+        insample = batch.x[:, :, -true.shape[2]:]
+        return window_errors(self.loss.forecast(pred).given(insample, self.data.season), true)
 
     def _batches(self, loader):
         """(batch, scored) of an evaluation. In lockstep every rank runs as many forwards as the rank with the most

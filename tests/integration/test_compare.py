@@ -77,3 +77,20 @@ def test_the_command_line_refuses_incomplete_requests(tmp_path):
                           ([str(tmp_path / "elsewhere"), "--ranks"], "no such folder")):
         with pytest.raises(ConfigError, match=message):
             compare.main(argv)
+
+
+def test_a_probabilistic_run_is_reported_and_compared_on_its_crps(tiny_csv, tmp_path):
+    """A quantile DLinear against a point NLinear: CRPS per window (a point forecast's is its absolute error) from
+    window_errors.npz, the mean difference that of the two tests' crps."""
+    flags = ["--data", "custom", "--root_path", str(tiny_csv.parent), "--data_path", tiny_csv.name, "--device", "cpu",
+             "--results_dir", str(tmp_path / "results"), "--checkpoints", str(tmp_path / "ckpt"), *DIRECT,
+             "--train_epochs", "1", "--batch_size", "16"]
+    quantile = run.main(["--model", "dlinear", *flags, "--loss", "quantile"])[0]["metrics"]
+    point = run.main(["--model", "nlinear", *flags])[0]["metrics"]
+    assert point["crps"] == pytest.approx(point["mae"], rel=1e-12)
+    groups, settings = _groups(str(tmp_path / "results"))
+    assert sorted(r[0]["crps"] for r in groups.values()) == sorted([quantile["crps"], point["crps"]])
+    _, text = compare.compare_pair(groups, settings, "dlinear", "nlinear", "tiny", 16, metric="crps")
+    assert "tiny, test tp16: crps over 105 windows" in text
+    mean_diff = float(text.split("seeds): ")[1].split()[0])
+    assert mean_diff == pytest.approx(quantile["crps"] - point["crps"], abs=1e-5)

@@ -4,9 +4,9 @@ float64 per test window; the ranks' windows are put together in one all_reduce, 
 nothing differently from one process (the forecasts themselves aside), and each window's errors are kept for
 comparing runs window by window.
 
-A point metric reads the point forecast; a probabilistic one (probabilistic=True) reads the whole Forecast: its
-quantiles at any levels (a point forecast is a point mass: every quantile is the forecast). Probabilistic metrics
-are reported after the point metrics.
+A point metric reads the point forecast; one declared probabilistic=True reads the whole Forecast: its quantiles
+at any levels (a point forecast is a point mass: every quantile is the forecast) and the windows' inputs (MASE
+scales by them). Those are reported after the point metrics.
 
 Every module in this package lists its metrics in `METRICS`; add utils/metrics/my_metric.py and every test
 reports it (log line, metrics.json, results.csv), with nothing else to edit.
@@ -35,12 +35,20 @@ class Metric:
 class Forecast:
     """What a probabilistic metric reads of a batch's forecast, in float64: the point forecast, quantiles at any
     levels (batch, time, channels, levels; each set of levels computed once per batch), the run's quantile grid
-    (--quantiles), and whether it is a point mass (a point forecast: every quantile is the point)."""
+    (--quantiles), whether it is a point mass (a point forecast: every quantile is the point), and the windows'
+    inputs (batch, lookback, channels of the forecast; None: not given) with the series' season, which scaled
+    metrics (MASE, MSIS) divide by."""
 
     def __init__(self, point: torch.Tensor, quantiles: Callable[[torch.Tensor], torch.Tensor], grid: torch.Tensor,
                  point_mass: bool = False):
         self.point, self.grid, self.point_mass = point, grid, point_mass
         self._quantiles, self._known = quantiles, {}
+        self.insample, self.season = None, 1
+
+    def given(self, insample: torch.Tensor, season: int) -> "Forecast":
+        """The forecast with the windows' inputs it was made from."""
+        self.insample, self.season = insample.double(), season
+        return self
 
     def quantile(self, levels: torch.Tensor) -> torch.Tensor:
         key = tuple(levels.tolist())
