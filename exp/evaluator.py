@@ -28,6 +28,7 @@ class Evaluation:
 
 
 ROW = ("validation", "row test")  # scored after every history row, in this order
+BANDS = (90, 80, 50)  # the central intervals --visualize shades, widest first
 
 
 def evaluations(config) -> dict:
@@ -126,13 +127,21 @@ class Evaluator:
 
     def sample_forecasts(self, model: nn.Module, count: int = 4) -> list:
         """A few test windows spread over the test split, rolled out like the test, all channels kept: (title,
-        history, truth, forecast, panels) for the plots of --visualize."""
+        history, truth, forecast, panels, bands) for the plots of --visualize; bands: central interval percent ->
+        (low, high), for a probabilistic forecast whose quantiles reach them."""
         ds, c, columns = self.data.datasets["test"], self.config, self.data.columns
         idx = torch.linspace(0, len(ds) - 1, min(count, len(ds))).round().long()
         batch = ds.gather(idx)
-        pred = self.forward.point(self.forward.rollout(model, batch, batch.y.shape[1]))
-        if pred.shape[-1] < batch.y.shape[-1]:  # an exogenous model forecasts the target (last) channel alone
-            pred = torch.nn.functional.pad(pred, (batch.y.shape[-1] - pred.shape[-1], 0), value=float("nan"))
+        out = self.forward.rollout(model, batch, batch.y.shape[1])
+        pred, bands = self.forward.point(out), {}
+        if self.loss.probabilistic:
+            levels = torch.tensor([q for p in BANDS for q in (0.5 - p / 200, 0.5 + p / 200)], dtype=torch.float64)
+            quantiles = self.loss.forecast(out).quantile(levels).float()
+            bands = {p: (quantiles[..., 2 * i], quantiles[..., 2 * i + 1]) for i, p in enumerate(BANDS)
+                     if not quantiles[..., 2 * i:2 * i + 2].isnan().any()}
+        missing = batch.y.shape[-1] - pred.shape[-1]  # an exogenous model forecasts the target (last) channel alone
+        pad = (lambda t: torch.nn.functional.pad(t, (missing, 0), value=float("nan"))) if missing else (lambda t: t)
+        pred, bands = pad(pred), {p: (pad(low), pad(high)) for p, (low, high) in bands.items()}
         windows = []
         for i, window in enumerate(idx.tolist()):
             if c.univariate:
@@ -143,6 +152,6 @@ class Evaluator:
                 if chosen != len(columns) - 1:
                     panels.append((columns[chosen], chosen))
             windows.append((f"{self.data.name}: test window {window} of {len(ds)}, horizon {c.test_pred_len}",
-                            batch.x[i].cpu().numpy(), batch.y[i].cpu().numpy(), pred[i].cpu().numpy(), panels))
+                            batch.x[i].cpu().numpy(), batch.y[i].cpu().numpy(), pred[i].cpu().numpy(), panels,
+                            {p: (low[i].cpu().numpy(), high[i].cpu().numpy()) for p, (low, high) in bands.items()}))
         return windows
-

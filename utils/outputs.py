@@ -86,9 +86,9 @@ class RunOutputs:
         write_atomic(os.path.join(folder, "metrics.json"), lambda f: f.write(text.encode()))
         if forecasts:
             from utils.visualize import plot_forecast
-            for i, (title, history, truth, forecast, panels) in enumerate(forecasts):
+            for i, (title, history, truth, forecast, panels, bands) in enumerate(forecasts):
                 path = os.path.join(folder, f"forecast_{i}.png")
-                write_atomic(path, lambda f: plot_forecast(f, history, truth, forecast, panels, title))
+                write_atomic(path, lambda f: plot_forecast(f, history, truth, forecast, panels, title, bands))
         _replace_result_row(os.path.join(self.root, "results.csv"),
                             {**{k: metrics.get(k) for k in results_columns()}, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
                              "test": test})

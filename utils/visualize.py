@@ -7,14 +7,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
-def plot_forecast(out, history, truth, forecast, panels: list, title: str) -> None:
-    """One window: for each (name, channel) panel, the input history, then truth and forecast after it."""
+def plot_forecast(out, history, truth, forecast, panels: list, title: str, bands: dict | None = None) -> None:
+    """One window: for each (name, channel) panel, the input history, then truth and forecast after it; bands:
+    central interval percent -> (low, high) of a probabilistic forecast, shaded around its median or mean."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
     past = range(-len(history) + 1, 1)
     future = range(1, len(truth) + 1)
     for ax, (name, channel) in zip(axes[:, 0], panels):
         ax.plot(past, history[:, channel], color="0.4", lw=1, label="history")
         ax.plot(future, truth[:, channel], color="C0", lw=1.2, label="truth")
+        for percent, (low, high) in sorted((bands or {}).items(), reverse=True):  # widest first, lightest
+            ax.fill_between(future, low[:, channel], high[:, channel], color="C3", alpha=0.5 - 0.0035 * percent, lw=0,
+                            label=f"{percent}% interval")
         ax.plot(future, forecast[:, channel], color="C3", lw=1.2, label="forecast")
         ax.axvline(0.5, color="0.7", lw=0.8, ls="--")
         ax.set_ylabel(f"{name} (scaled)")

@@ -130,3 +130,22 @@ def test_the_chosen_loss_is_what_training_minimises_and_the_rows_report(tiny_arg
     assert row["test_loss"] == pytest.approx(metrics[loss], rel=1e-6)
     other = {"mse": "mae", "mae": "mse"}[loss]
     assert row["test_loss"] != pytest.approx(metrics[other], rel=1e-3)
+
+
+def test_a_probabilistic_forecast_is_plotted_with_its_intervals_and_a_point_one_without(tiny_args, monkeypatch):
+    from utils import visualize
+    seen = []
+    original = visualize.plot_forecast
+    monkeypatch.setattr(visualize, "plot_forecast", lambda *a: seen.append(a[-1]) or original(*a))
+    flags = tiny_args + DLINEAR + ["--train_epochs", "1", "--visualize"]
+    run.main(flags + ["--loss", "quantile", "--quantiles", "0.05,0.1,0.25,0.5,0.75,0.9,0.95"])
+    assert len(seen) == 4 and all(sorted(bands) == [50, 80, 90] for bands in seen)
+    for bands in seen:
+        assert (bands[90][0] <= bands[50][0]).all() and (bands[50][0] <= bands[50][1]).all()
+        assert (bands[50][1] <= bands[90][1]).all()
+    seen.clear()
+    run.main(flags + ["--loss", "quantile", "--des", "grid"])  # 0.1..0.9: no 0.05 and 0.95 for the 90% band
+    assert all(sorted(bands) == [50, 80] for bands in seen)
+    seen.clear()
+    run.main(flags)
+    assert seen == [{}] * 4
