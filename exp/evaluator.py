@@ -16,7 +16,8 @@ from data_provider.factory import DataBundle
 from data_provider.windows import eval_loader, eval_windows, sampled
 from exp.forward import Forward
 from utils.dist import DistEnv, all_reduce_max, all_reduce_sum, global_mean
-from utils.metrics import metrics_from_windows, names as metric_names, window_errors
+from utils.metrics import (calibration, calibration_summary, metrics_from_windows, names as metric_names,
+                           window_errors)
 
 
 @dataclass(frozen=True)
@@ -89,29 +90,33 @@ class Evaluator:
     def test(self, model: nn.Module) -> tuple:
         """(metrics, each window's errors as metric name -> float32 array), the same on every rank."""
         model.eval()
-        errors = self.window_errors(model, "test")
+        table = self.window_errors(model, "test")
+        errors, shares = table[:, :len(metric_names())], table[:, len(metric_names()):]
         by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
-        return {**metrics_from_windows(errors), "n_test_windows": len(errors)}, by_window
+        return {**metrics_from_windows(errors), "n_test_windows": len(errors),
+                **calibration_summary(shares, self.config.quantiles)}, by_window
 
     def window_errors(self, model: nn.Module, name: str) -> torch.Tensor:
-        """(windows of the evaluation, metrics): every window's errors, on every rank. Each rank fills the rows of
-        its own windows and zeros elsewhere, so the all_reduce puts every window's errors in place unchanged."""
+        """(windows of the evaluation, metrics then the quantile grid's levels): every window's errors and
+        calibration shares, on every rank. Each rank fills the rows of its own windows and zeros elsewhere, so the
+        all_reduce puts every window's values in place unchanged."""
         loader, drop_last = self.loaders[name], self.plan[name].drop_last
         rows = loader.indices().to(self.env.device)
         computed = [(self._errors(batch, *self.forward(model, batch, rollout=True)[:2]), scored)
                     for batch, scored in self._batches(loader)]
         scored = [errors for errors, keep in computed if keep]
         n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
-        table = torch.zeros(n, len(metric_names()), dtype=torch.float64, device=self.env.device)
+        width = len(metric_names()) + len(self.config.quantiles)
+        table = torch.zeros(n, width, dtype=torch.float64, device=self.env.device)
         if scored:
             table[rows] = torch.cat(scored)
         return all_reduce_sum(table)
 
     def _errors(self, batch, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-        """Each window's metrics; the scaled ones read its input on the forecast's channels (the target's alone in
-        covariate mode)."""
-        insample = batch.x[:, :, -true.shape[2]:]
-        return window_errors(self.loss.forecast(pred).given(insample, self.data.season), true)
+        """Each window's metrics and calibration shares; the scaled metrics read its input on the forecast's channels
+        (the target's alone in covariate mode)."""
+        forecast = self.loss.forecast(pred).given(batch.x[:, :, -true.shape[2]:], self.data.season)
+        return torch.cat([window_errors(forecast, true), calibration(forecast, true)], dim=1)
 
     def _batches(self, loader):
         """(batch, scored) of an evaluation. In lockstep every rank runs as many forwards as the rank with the most

@@ -75,6 +75,9 @@ class Experiment:
         plotted = c.visualize and (self.env.is_main or self.running.sharded)
         self.outputs.test(plan.test, metrics, by_window, self.evaluator.sample_forecasts(model) if plotted else ())
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], c.test_pred_len, log_line(metrics))
+        log.info("calibration, the share of points below each quantile: %s (mean gap %.4f)",
+                 " | ".join(f"{q} {share:.3f}" for q, share in metrics["calibration"].items()),
+                 metrics["calibration_error"])
         if not self.evaluator.loss.probabilistic:
             log.info("a point forecast is a point mass: its crps is its mae, its intervals have no width")
         return metrics, history

@@ -35,6 +35,7 @@ def _scores_like_one_process(args, ddp, tmp_path, names=METRICS):
     assert ddp["test_world_size"] == 2 and ddp["n_test_windows"] % 32 != 0  # a last batch of its own size
     for k in names:
         assert single[k] == pytest.approx(ddp[k], rel=1e-6, nan_ok=True), k
+    assert single["calibration"] == pytest.approx(ddp["calibration"], rel=1e-9)  # shares of whole windows
     rows = (tmp_path / "results" / "results.csv").read_text().strip().splitlines()
     assert len(rows) == 2, "one header + one row per run and test: only rank 0 writes, testing again replaces it"
 

@@ -113,13 +113,17 @@ def test_crps_on_the_grid_is_the_mae_of_a_point_forecast_and_approaches_the_gaus
     assert found["width_80"] == pytest.approx((2 * 1.2815515655446004 * sigma).mean().item(), rel=1e-9)
 
 
+def _calibrated_gaussian(seed: int, windows: int) -> tuple:
+    """(the gaussian objective, its raw outputs, its mean, targets drawn from the forecast distribution itself)."""
+    torch.manual_seed(seed)
+    out = torch.randn(windows, 24, 2, 2, dtype=torch.float64)
+    mu, sigma = out[..., 0], F.softplus(out[..., 1] - out[..., 0]) + losses.SCALE_FLOOR
+    return losses.objective("gaussian", LEVELS), out, mu, mu + sigma * torch.randn(mu.shape, dtype=torch.float64)
+
+
 def test_a_calibrated_forecast_covers_its_intervals():
     """Targets drawn from the forecast distribution itself land in its central P% interval P% of the time."""
-    torch.manual_seed(1)
-    out = torch.randn(400, 24, 2, 2, dtype=torch.float64)
-    gaussian = losses.objective("gaussian", LEVELS)
-    mu, sigma = out[..., 0], F.softplus(out[..., 1] - out[..., 0]) + losses.SCALE_FLOOR
-    true = mu + sigma * torch.randn(mu.shape, dtype=torch.float64)
+    gaussian, out, _, true = _calibrated_gaussian(1, 400)
     found = dict(zip(metrics.names(), metrics.window_errors(gaussian.forecast(out), true).mean(0).tolist()))
     for p in (50, 80, 90):
         assert found[f"coverage_{p}"] == pytest.approx(p / 100, abs=0.01)
@@ -139,3 +143,16 @@ def test_bad_quantile_levels_are_one_line(flags, message):
     with pytest.raises(ConfigError) as e:
         resolve(parse_args([*DLINEAR, "--loss", "quantile", *flags]))
     assert message in str(e.value)
+
+
+def test_the_calibration_curve_of_a_calibrated_forecast_is_the_diagonal():
+    gaussian, out, mu, true = _calibrated_gaussian(2, 300)
+    shares = metrics.calibration(gaussian.forecast(out), true)
+    summary = metrics.calibration_summary(shares, LEVELS)
+    assert list(summary["calibration"]) == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9"]
+    assert summary["calibration"]["0.1"] == pytest.approx(0.1, abs=0.01) and summary["calibration_error"] < 0.01
+    too_narrow = metrics.calibration_summary(metrics.calibration(gaussian.forecast(out), mu + 3 * (true - mu)),
+                                             LEVELS)
+    assert too_narrow["calibration"]["0.1"] > 0.2 and too_narrow["calibration_error"] > 0.05
+    point = metrics.calibration(metrics.point_forecast(mu), true)
+    assert torch.equal(point, (true <= mu).double().mean((1, 2))[:, None].expand(-1, 9))

@@ -90,6 +90,22 @@ def window_errors(forecast: Forecast | torch.Tensor, true: torch.Tensor) -> torc
                         .flatten(1).mean(1) for m in registry()], dim=1)
 
 
+def calibration(forecast: Forecast, true: torch.Tensor) -> torch.Tensor:
+    """(windows, grid levels) float64: each window's share of points at or below its forecast's quantile at each
+    level of the grid (--quantiles). Over many windows a calibrated forecast's share at level q is q: averaged over
+    windows, the quantile coverage curve (a PIT summary)."""
+    below = (true.double().unsqueeze(-1) <= forecast.quantile(forecast.grid.to(true.device))).double()
+    return below.flatten(1, -2).mean(1)
+
+
+def calibration_summary(shares: torch.Tensor, grid: tuple) -> dict:
+    """The quantile coverage curve from every window's shares (calibration), and its mean absolute gap to the
+    levels."""
+    curve = shares.mean(0).tolist()
+    return {"calibration": {f"{q:g}": share for q, share in zip(grid, curve, strict=True)},
+            "calibration_error": sum(abs(share - q) for q, share in zip(grid, curve)) / len(grid)}
+
+
 def metrics_from_windows(errors: torch.Tensor) -> dict:
     """The test metrics from every window's errors: each finalised mean over the windows. Every window of a
     test has the same number of points, so this is the mean over all points."""
