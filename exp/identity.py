@@ -84,12 +84,15 @@ def added_later(model: str) -> dict:
     return {**later_flags(), **models.later_hyperparameters(model), **FIRST_REVISIONS}
 
 
+def _as_json(value):
+    """A value as JSON records it: a tuple as a list, so a recorded identity compares equal to a computed one."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _as_recorded(entries: dict, later: dict) -> dict:
-    """The entries as JSON records them (a tuple as a list: a recorded identity compares equal to a computed one),
-    without those at the value they had before they entered identities."""
-    plain = {name: list(value) if isinstance(value, tuple) else value for name, value in entries.items()}
-    return {name: value for name, value in plain.items()
-            if name not in later or _as_recorded({name: later[name]}, {})[name] != value}
+    """The entries as JSON records them, without those at the value they had before they entered identities."""
+    return {name: _as_json(value) for name, value in entries.items()
+            if name not in later or _as_json(later[name]) != _as_json(value)}
 
 
 def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dict:

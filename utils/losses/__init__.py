@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from utils.metrics import Forecast
+from utils.metrics import Forecast, point_forecast
 from utils.registry import collect
 
 KINDS = ("point", "quantile", "distribution")
@@ -92,6 +92,11 @@ def interpolate(levels: torch.Tensor, values: torch.Tensor, wanted: torch.Tensor
     return out.masked_fill(outside, float("nan"))
 
 
+def _median(levels: torch.Tensor, ordered: torch.Tensor) -> torch.Tensor:
+    """The quantile at 0.5 of sorted quantile outputs (interpolated where the levels lack it)."""
+    return interpolate(levels, ordered, torch.tensor([0.5], dtype=torch.float64, device=ordered.device))[..., 0]
+
+
 @dataclass(frozen=True)
 class Objective:
     """A loss bound to the run's quantile levels (--quantiles)."""
@@ -120,30 +125,24 @@ class Objective:
         if self.loss.kind == "point":
             return out
         if self.loss.kind == "quantile":
-            half = torch.tensor([0.5], dtype=torch.float64, device=out.device)
-            return interpolate(self._levels(out), out.sort(-1).values, half)[..., 0]
+            return _median(self._levels(out), out.sort(-1).values)
         return self.loss.family.mean(out)
 
     def quantiles(self, out: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
-        """(batch, time, channels, len(wanted)) quantile forecasts: a point forecast is a point mass (every
-        quantile is the forecast); quantile outputs are sorted (no crossing) and interpolated between levels
-        (NaN beyond the outermost); a distribution's are exact."""
-        if self.loss.kind == "point":
-            return out.unsqueeze(-1).expand(*out.shape, len(wanted))
-        if self.loss.kind == "quantile":
-            return interpolate(self._levels(out), out.sort(-1).values, wanted)
-        return self.loss.family.quantile(out, wanted)
+        """(batch, time, channels, len(wanted)) quantile forecasts, in float64: a point forecast is a point mass
+        (every quantile is the forecast); quantile outputs are sorted (no crossing) and interpolated between
+        levels (NaN beyond the outermost); a distribution's are exact."""
+        return self.forecast(out).quantile(wanted.to(out.device))
 
     def forecast(self, out: torch.Tensor) -> Forecast:
         """What the metrics read of a forecast, in float64 (utils/metrics: Forecast); quantile outputs sorted once."""
-        out = out.double()
-        if self.loss.kind != "quantile":
-            return Forecast(self.point(out), lambda wanted: self.quantiles(out, wanted.to(out.device)),
-                            self._levels(out), point_mass=self.loss.kind == "point")
-        ordered, levels = out.sort(-1).values, self._levels(out)
-        half = torch.tensor([0.5], dtype=torch.float64, device=out.device)
-        return Forecast(interpolate(levels, ordered, half)[..., 0],
-                        lambda wanted: interpolate(levels, ordered, wanted.to(out.device)), levels)
+        out, levels = out.double(), self._levels(out)
+        if self.loss.kind == "point":
+            return point_forecast(out, self.levels)
+        if self.loss.kind == "distribution":
+            return Forecast(self.loss.family.mean(out), lambda wanted: self.loss.family.quantile(out, wanted), levels)
+        ordered = out.sort(-1).values
+        return Forecast(_median(levels, ordered), lambda wanted: interpolate(levels, ordered, wanted), levels)
 
     def _levels(self, out: torch.Tensor) -> torch.Tensor:
         return torch.tensor(self.levels, dtype=torch.float64, device=out.device)
