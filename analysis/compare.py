@@ -31,7 +31,7 @@ from analysis import stats
 from analysis.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch
 from utils import cli
 from utils.errors import ConfigError
-from utils.metrics import names as metric_names
+from utils.metrics import reported_names
 from utils.outputs import WINDOW_ERRORS
 
 
@@ -171,7 +171,8 @@ def main(argv=None) -> None:
     parser.add_argument("--data", help="dataset of the pair comparison (its --data name)")
     parser.add_argument("--horizon", type=cli.at_least(1), help="tested horizon of the pair comparison")
     parser.add_argument("--test", help="the test's name when not tp<horizon> (e.g. with --test_drop_last)")
-    parser.add_argument("--metric", default="mse", help="the metric compared (default mse)")
+    parser.add_argument("--metric", default="mse", help="the metric compared (default mse; <metric>_original: on the "
+                        "original scale)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     parser.add_argument("--ranks", action="store_true", help="rank models over every dataset and horizon")
     parser.add_argument("--plot", help="with --ranks: write the critical-difference diagram (PNG) here")
@@ -184,8 +185,8 @@ def main(argv=None) -> None:
         parser.error("a pair comparison needs two models, --data and --horizon (or use --ranks)")
     if args.plot and not args.ranks:
         parser.error("--plot draws the ranks' diagram: add --ranks")
-    if args.metric not in metric_names():
-        parser.error(f"--metric {args.metric}: the metrics are {', '.join(metric_names())}")
+    if args.metric not in reported_names():
+        parser.error(f"--metric {args.metric}: the metrics are {', '.join(reported_names())}")
     groups, skipped = load_runs(args.results_dir)
     if not groups:
         raise no_runs(args.results_dir, skipped)

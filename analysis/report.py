@@ -89,9 +89,12 @@ def _run_seconds(run_dir: str) -> float | None:
         return sum(float(r["train_seconds"]) + float(r["eval_seconds"]) for r in csv.DictReader(f))
 
 
-def load_reference(path: str) -> dict:
+def load_reference(path: str, protocol: str = "tslib") -> dict:
+    """(model, dataset, lookback, horizon) -> the published row of an evaluation protocol: tslib (the long-term
+    papers' MSE and MAE) or probts (CRPS and NMAE: scripts/reproduce/probts.py)."""
     with open(path, newline="") as f:
-        return {(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])): r for r in csv.DictReader(f)}
+        return {(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])): r for r in csv.DictReader(f)
+                if r.get("protocol", "tslib") == protocol}
 
 
 def load_settings(path: str) -> dict:

@@ -85,6 +85,12 @@ class WindowDataset:
         """The column a univariate window comes from."""
         return columns[window // self.n_starts]
 
+    def channels(self, idx: torch.Tensor) -> torch.Tensor:
+        """The channel each univariate window (positions in this dataset) comes from."""
+        if self.subset is not None:
+            idx = self.subset.cpu()[idx.cpu()]
+        return idx // self.n_starts
+
     def gather(self, idx: torch.Tensor) -> Batch:
         """Windows `idx` (positions in this dataset) as one batch: x and y are views of one gathered block."""
         if self.subset is not None:  # on the series' device (random_subset), or on the CPU (sampled)

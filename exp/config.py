@@ -273,10 +273,19 @@ def _check_loss(draft) -> None:
     _require(all(0 < q < 1 for q in levels), f"--quantiles {_joined(levels)}: each level must be in (0, 1)")
     _require(all(a < b for a, b in zip(levels, levels[1:])),
              f"--quantiles {_joined(levels)}: give each level once, in increasing order")
-    outputs = losses.objective(draft.loss, levels).outputs
-    _require(outputs == 1 or models.capabilities(draft.model).multi_output,
-             f"--loss {draft.loss} needs {outputs} values per forecast point: model {draft.model} returns one "
-             "(its capabilities lack multi_output)")
+    objective = losses.objective(draft.loss, levels)
+    _require(objective.outputs == 1 or models.capabilities(draft.model).multi_output,
+             f"--loss {draft.loss} needs {objective.outputs} values per forecast point: model {draft.model} returns "
+             "one (its capabilities lack multi_output)")
+    if draft.num_samples is None:
+        return
+    _require(draft.num_samples >= 2, f"--num_samples {draft.num_samples}: draw at least 2 sample paths per window "
+                                     "(crps_sample compares samples with each other)")
+    kind = objective.loss.kind
+    _require(kind == "distribution", f"--num_samples: --loss {draft.loss} forecasts "
+             + ("quantiles, not a distribution to sample: its CRPS is computed from them (crps, on the --quantiles "
+                "grid)" if kind == "quantile" else "a point, a point mass: its CRPS is its MAE (crps)")
+             + "; drop --num_samples, or train a distribution (gaussian, student_t, mixture)")
 
 
 def _joined(levels: tuple) -> str:

@@ -16,7 +16,7 @@ from data_provider.factory import DataBundle
 from data_provider.windows import eval_loader, eval_windows, sampled
 from exp.forward import Forward
 from utils.dist import DistEnv, all_reduce_max, all_reduce_sum, global_mean
-from utils.metrics import (calibration, calibration_summary, metrics_from_windows, names as metric_names,
+from utils.metrics import (calibration, calibration_summary, metrics_from_windows, reported_names, sample_forecast,
                            window_errors)
 
 
@@ -91,32 +91,52 @@ class Evaluator:
         """(metrics, each window's errors as metric name -> float32 array), the same on every rank."""
         model.eval()
         table = self.window_errors(model, "test")
-        errors, shares = table[:, :len(metric_names())], table[:, len(metric_names()):]
-        by_window = {name: column.float().cpu().numpy() for name, column in zip(metric_names(), errors.T)}
+        n_metrics = len(reported_names())
+        errors, shares = table[:, :n_metrics], table[:, n_metrics:]
+        by_window = {name: column.float().cpu().numpy() for name, column in zip(reported_names(), errors.T)}
         return {**metrics_from_windows(errors), "n_test_windows": len(errors),
                 **calibration_summary(shares, self.config.quantiles)}, by_window
 
     def window_errors(self, model: nn.Module, name: str) -> torch.Tensor:
-        """(windows of the evaluation, metrics then the quantile grid's levels): every window's errors and
-        calibration shares, on every rank. Each rank fills the rows of its own windows and zeros elsewhere, so the
-        all_reduce puts every window's values in place unchanged."""
+        """(windows of the evaluation, metrics on the scaled data, on the original scale, then the quantile grid's
+        levels): every window's errors and calibration shares, on every rank. Each rank fills the rows of its own
+        windows and zeros elsewhere, so the all_reduce puts every window's values in place unchanged."""
         loader, drop_last = self.loaders[name], self.plan[name].drop_last
-        rows = loader.indices().to(self.env.device)
-        computed = [(self._errors(batch, *self.forward(model, batch, rollout=True)[:2]), scored)
-                    for batch, scored in self._batches(loader)]
-        scored = [errors for errors, keep in computed if keep]
+        rows = loader.indices()
+        scored, done = [], 0
+        for batch, keep in self._batches(loader):  # a window's number seeds its sample paths (--num_samples)
+            windows = rows[done:done + len(batch.x)] if keep else torch.zeros(len(batch.x), dtype=torch.long)
+            errors = self._errors(batch, windows, *self.forward(model, batch, rollout=True, windows=windows)[:2])
+            if keep:
+                scored.append(errors)
+                done += len(batch.x)
         n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
-        width = len(metric_names()) + len(self.config.quantiles)
+        width = len(reported_names()) + len(self.config.quantiles)
         table = torch.zeros(n, width, dtype=torch.float64, device=self.env.device)
         if scored:
-            table[rows] = torch.cat(scored)
+            table[rows.to(self.env.device)] = torch.cat(scored)
         return all_reduce_sum(table)
 
-    def _errors(self, batch, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-        """Each window's metrics and calibration shares; the scaled metrics read its input on the forecast's channels
-        (the target's alone in covariate mode)."""
-        forecast = self.loss.forecast(pred).given(batch.x[:, :, -true.shape[2]:], self.data.season)
-        return torch.cat([window_errors(forecast, true), calibration(forecast, true)], dim=1)
+    def _errors(self, batch, windows: torch.Tensor, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        """Each window's metrics, on the scaled data and the original scale, and calibration shares; the scaled
+        metrics read its input on the forecast's channels (the target's alone in covariate mode)."""
+        forecast = (sample_forecast(pred, self.config.quantiles) if self.config.num_samples else
+                    self.loss.forecast(pred)).given(batch.x[:, :, -true.shape[2]:], self.data.season)
+        errors = window_errors(forecast, true, self._scale(windows, true))
+        return torch.cat([errors, calibration(forecast, true)], dim=1)
+
+    def _scale(self, windows: torch.Tensor, true: torch.Tensor) -> tuple:
+        """(std, mean) of the standardisation of each window's forecast channels, broadcastable to its points: the
+        target's in covariate mode, a univariate window's own channel's; (None, None) for a corpus, scaled per
+        series or window."""
+        scaler = self.data.scaler
+        if scaler is None:
+            return None, None
+        std, mean = (torch.as_tensor(v, dtype=torch.float64, device=true.device) for v in (scaler.std, scaler.mean))
+        if self.config.univariate:
+            channel = self.data.datasets["test"].channels(windows).to(true.device)
+            return std[channel].view(-1, 1, 1), mean[channel].view(-1, 1, 1)
+        return std[-true.shape[2]:], mean[-true.shape[2]:]
 
     def _batches(self, loader):
         """(batch, scored) of an evaluation. In lockstep every rank runs as many forwards as the rank with the most
@@ -137,11 +157,14 @@ class Evaluator:
         ds, c, columns = self.data.datasets["test"], self.config, self.data.columns
         idx = torch.linspace(0, len(ds) - 1, min(count, len(ds))).round().long()
         batch = ds.gather(idx)
-        out = self.forward.rollout(model, batch, batch.y.shape[1])
-        pred, bands = self.forward.point(out), {}
+        if c.num_samples:
+            forecast = sample_forecast(self.forward.sample_paths(model, batch, batch.y.shape[1], idx), c.quantiles)
+        else:
+            forecast = self.loss.forecast(self.forward.rollout(model, batch, batch.y.shape[1]))
+        pred, bands = forecast.point.float(), {}
         if self.loss.probabilistic:
             levels = torch.tensor([q for p in BANDS for q in (0.5 - p / 200, 0.5 + p / 200)], dtype=torch.float64)
-            quantiles = self.loss.forecast(out).quantile(levels).float()
+            quantiles = forecast.quantile(levels).float()
             bands = {p: (quantiles[..., 2 * i], quantiles[..., 2 * i + 1]) for i, p in enumerate(BANDS)
                      if not quantiles[..., 2 * i:2 * i + 2].isnan().any()}
         missing = batch.y.shape[-1] - pred.shape[-1]  # an exogenous model forecasts the target (last) channel alone

@@ -14,7 +14,7 @@ from exp.train_state import load_weights
 from exp.trainer import Trainer, TrainingSteps
 from utils import interrupt, losses
 from utils.dist import DistEnv
-from utils.metrics import log_line
+from utils.metrics import ORIGINAL, log_line
 from utils.outputs import make_outputs
 from utils.schedules import world_factor
 
@@ -30,7 +30,7 @@ class Experiment:
         scaler = torch.amp.GradScaler(env.device.type, enabled=config.use_amp and dtype == torch.float16)
         loss = losses.objective(config.loss, config.quantiles)
         self.forward = Forward(config, torch.autocast(env.device.type, dtype=dtype, enabled=config.use_amp),
-                               loss.point)
+                               loss)
         self.evaluator = Evaluator(config, env, data, self.forward, loss, self.running.sharded)
         self.outputs = make_outputs(env.is_main, config.results_dir, plan.identity, config.tracker,
                                     config.tracker_project)
@@ -75,6 +75,8 @@ class Experiment:
         plotted = c.visualize and (self.env.is_main or self.running.sharded)
         self.outputs.test(plan.test, metrics, by_window, self.evaluator.sample_forecasts(model) if plotted else ())
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], c.test_pred_len, log_line(metrics))
+        if self.data.scaler is not None:
+            log.info("on the original scale (%s_original): %s", "<metric>", log_line(metrics, ORIGINAL))
         log.info("calibration, the share of points below each quantile: %s (mean gap %.4f)",
                  " | ".join(f"{q} {share:.3f}" for q, share in metrics["calibration"].items()),
                  metrics["calibration_error"])

@@ -223,6 +223,10 @@ def _output_flags(f: _Flags) -> None:
     f.add("evaluation", "--test_windows", type=int, default=0,
           help="test on a fixed seeded subset of this many test windows, named in the test (tp96_w5000); for a "
                "corpus whose test split is too large to score whole (0: all)")
+    f.add("evaluation", "--num_samples", type=int, default=None,
+          help="test a distribution loss's forecast as this many sample paths per window (drawn ancestrally "
+               "through a rolled-out horizon, seeded per window by --seed: the same under any number of ranks); "
+               "every metric reads the samples, crps_sample their CRPS (default: none, the exact distribution)")
     f.add("evaluation", "--test_drop_last", action="store_true",
           help="score only the test windows that fill whole global batches (batch_size x world size), as the "
                "original DLinear/PatchTST code did (off: every window is scored)")

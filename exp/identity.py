@@ -143,10 +143,11 @@ def make_identity(args, data: DataBundle, world_size: int, seed: int) -> RunIden
 
 
 def test_name(args, world_size: int) -> str:
-    """tp<horizon>; with --test_windows, the size of the subset tested; with --test_drop_last, the global batch whose
-    incomplete last batch was dropped."""
+    """tp<horizon>; with --test_windows, the size of the subset tested; with --num_samples, the samples per window;
+    with --test_drop_last, the global batch whose incomplete last batch was dropped."""
     name = f"tp{args.test_pred_len}"
     name = f"{name}_w{args.test_windows}" if args.test_windows else name
+    name = f"{name}_s{args.num_samples}" if args.num_samples else name
     return f"{name}_droplast{args.batch_size * world_size}" if args.test_drop_last else name
 
 

@@ -56,6 +56,8 @@ def _load(key: str):
         return ModelFileError(f"{where}: Capabilities future_marks needs time_marks")
     if caps.exogenous and not caps.covariate:
         return ModelFileError(f"{where}: Capabilities exogenous needs covariate")
+    if caps.stateful and not caps.autoregressive:
+        return ModelFileError(f"{where}: Capabilities stateful needs autoregressive")
     config = getattr(model, "Config", None)
     if config is not None and not dataclasses.is_dataclass(config):
         return ModelFileError(f"{where}: Model.Config must be a dataclass of hyper-parameters (models.base.hparam)")

@@ -37,6 +37,11 @@ class Capabilities:
                   (batch, time, channels, k): the final projection widened (models/layers/outputs.py), each value
                   denormalised as a forecast is. With n_outputs 1 the model is exactly what it was: the same
                   parameters, made in the same order, and the same output.
+    stateful: (autoregressive, a recurrent model) forward also takes `state`: () starts at a window, returning
+              (output, state); the state returned, given back with x the points that follow (a multiple of
+              input_token_len), continues from there. A rolled-out forecast then feeds each step's points alone and
+              conditions on all of the history since the window began, at a cost linear in the horizon (sample
+              paths, DeepAR). Without `state` forward is a plain forward over a window.
     """
     autoregressive: bool = False
     direct: bool = True
@@ -48,6 +53,7 @@ class Capabilities:
     exogenous: bool = False
     aux_loss: bool = False
     multi_output: bool = False
+    stateful: bool = False
 
 
 @dataclass(frozen=True)

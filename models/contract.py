@@ -24,11 +24,12 @@ def expected_output_shape(task, n_channels: int, batch: int, n_outputs: int = 1)
 
 def model_inputs(task, caps: models.Capabilities, x: torch.Tensor, batch, shift: int) -> tuple[tuple, dict]:
     """(args, kwargs) of a model's forward for inputs x that start `shift` points after the batch's windows:
-    the calendar features of the window (and of the horizon, for future_marks), the windows' positions."""
+    the calendar features of x's points (and of the output_token_len after them, for future_marks), the windows'
+    positions. x is a window of seq_len points, or the points a stateful model continues with."""
     kwargs = {"position": batch.position + shift} if caps.positions else {}
     if batch.x_mark is None:
         return (x, None), kwargs
-    length = task.seq_len + (task.output_token_len if caps.future_marks else 0)
+    length = x.shape[1] + (task.output_token_len if caps.future_marks else 0)
     marks = batch.x_mark[:, shift:shift + length]
     if marks.shape[1] < length:
         # a rolled forecast's last step reaches past the test horizon: the points it adds there are cut,

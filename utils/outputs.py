@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from utils.files import guarded, write_atomic, write_csv
-from utils.metrics import names as metric_names
+from utils.metrics import reported_names
 from utils.provenance import provenance
 from utils.trackers import DEFAULT_PROJECT, Trackers
 
@@ -21,9 +21,10 @@ WINDOW_ERRORS = "window_errors.npz"
 
 
 def results_columns() -> tuple:
-    """results.csv's columns: the run and test, every registered metric, then how it was trained."""
+    """results.csv's columns: the run and test, every registered metric (on the scaled data, then on the original
+    scale), then how it was trained."""
     return ("time", "setting", "test", "config_id", "seed", "model", "dataset", "features", "seq_len",
-            "output_token_len", "test_pred_len", *metric_names(), "world_size", "global_batch_size", "learning_rate",
+            "output_token_len", "test_pred_len", *reported_names(), "world_size", "global_batch_size", "learning_rate",
             "effective_lr", "best_epoch", "epochs_run", "n_test_windows")
 
 

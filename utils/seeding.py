@@ -10,6 +10,9 @@ import numpy as np
 import torch
 
 
+SAMPLE_PATHS = 1  # spawn key of the sampling streams, apart from the ranks' training streams (rank_seed)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -36,3 +39,13 @@ def set_rng_state(state: dict, device: torch.device) -> None:
     kind, keys, pos, has_gauss, gauss = state["numpy"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
     random.setstate(state["python"])
+
+
+def window_uniforms(seed: int, windows: list, shape: tuple) -> torch.Tensor:
+    """(len(windows), *shape) float64 uniforms in (0, 1), each window's from its own stream keyed by (seed, window
+    number): the same whichever rank, batch or world size draws that window (sample paths, --num_samples)."""
+    out = torch.empty(len(windows), *shape, dtype=torch.float64)
+    for i, window in enumerate(windows):
+        stream = np.random.SeedSequence([seed, window], spawn_key=(SAMPLE_PATHS,)).generate_state(1)[0]
+        out[i] = torch.rand(shape, generator=torch.Generator().manual_seed(int(stream)), dtype=torch.float64)
+    return out + 2.0 ** -54  # rand draws multiples of 2^-53 from [0, 1): none is 0, where an inverse CDF is -inf

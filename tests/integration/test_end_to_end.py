@@ -40,7 +40,8 @@ def test_covariate_metrics_score_only_the_target_channel(tiny_args, monkeypatch)
     from exp import evaluator
     seen = []
     original = evaluator.window_errors
-    monkeypatch.setattr(evaluator, "window_errors", lambda f, t: seen.append(f.point.shape[-1]) or original(f, t))
+    monkeypatch.setattr(evaluator, "window_errors",
+                        lambda f, t, *scale: seen.append(f.point.shape[-1]) or original(f, t, *scale))
     run.main(tiny_args + ["--covariate"])
     assert set(seen) == {1}
 

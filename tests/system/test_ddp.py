@@ -15,7 +15,7 @@ import models
 import run
 from models.layers.batch_stats import BatchMean
 from tests.conftest import elsewhere, forked_ranks, torchrun
-from utils.metrics import names as metric_names
+from utils.metrics import reported_names
 from utils.sync_batchnorm import CrossRankBatchMean, CrossRankBatchNorm, sync_batchnorm
 
 METRICS = ("mse", "mae", "rmse", "mape", "mspe")
@@ -28,7 +28,7 @@ def _scores_like_one_process(args, ddp, tmp_path, names=METRICS):
     ddp_windows = dict(np.load(windows))
     single = run.main(args + ["--is_training", "0"])[0]["metrics"]  # finds the run trained on 2 processes
     single_windows = dict(np.load(windows))
-    assert set(ddp_windows) == set(metric_names()) and len(ddp_windows["mse"]) == ddp["n_test_windows"]
+    assert set(ddp_windows) == set(reported_names()) and len(ddp_windows["mse"]) == ddp["n_test_windows"]
     for k in names:  # NaN where a metric is not defined (msis off the quantile grid): alike in both
         assert single_windows[k] == pytest.approx(ddp_windows[k], rel=1e-5, nan_ok=True), k
     assert single["setting"] == ddp["setting"] and single["test_world_size"] == 1 and single["world_size"] == 2
@@ -52,17 +52,22 @@ def test_every_rank_stops_on_the_same_epoch_and_the_test_scores_like_one_process
     _scores_like_one_process(args, r0["metrics"], tmp_path)
 
 
-@pytest.mark.parametrize("loss", ["quantile", "student_t"])
-def test_probabilistic_metrics_of_two_ranks_equal_one_process(tiny_args, tmp_path, loss):
-    """CRPS, coverage and widths are sums over windows too: two ranks score what one process scores."""
+SAMPLED = ["--num_samples", "16", "--test_pred_len", "32", "--univariate"]  # a window: its channel's scale
+
+
+@pytest.mark.parametrize("loss, sampling", [("quantile", []), ("student_t", []), ("mixture", SAMPLED)])
+def test_probabilistic_metrics_of_two_ranks_equal_one_process(tiny_args, tmp_path, loss, sampling):
+    """CRPS, coverage and widths are sums over windows too: two ranks score what one process scores. Sample paths
+    (rolled out over two forecasts) are drawn from each window's own stream: the same samples on any rank."""
     args = tiny_args + ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "1", "--loss", loss,
-                        "--quantiles", "0.05,0.1,0.25,0.5,0.75,0.9,0.95"]
+                        "--quantiles", "0.05,0.1,0.25,0.5,0.75,0.9,0.95", *sampling]
     proc, ranks = forked_ranks(args, tmp_path / "ddp")
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r0,), (r1,) = ranks
     assert 0 < r0["metrics"]["coverage_90"] < 1 and 0 < r0["metrics"]["mase"]
+    assert np.isnan(r0["metrics"]["crps_sample"]) != bool(sampling)
     assert json.dumps(r0["metrics"]) == json.dumps(r1["metrics"]), "the ranks agree (NaN included)"
-    _scores_like_one_process(args, r0["metrics"], tmp_path, metric_names())
+    _scores_like_one_process(args, r0["metrics"], tmp_path, reported_names())
 
 
 def test_timesnet_scored_by_two_ranks_equals_one_process(tiny_args, tmp_path):

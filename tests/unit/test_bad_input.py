@@ -199,6 +199,12 @@ CASES = {
     "several values per point from a decoder that feeds its forecast back": (
         lambda p, f: ["--model", "segrnn", "--nonautoregressive", "--seg_len", "16", "--dec_way", "rmf", "--loss",
                       "quantile"], "SegRNN's rmf decoding feeds its point forecast back"),
+    "no sample paths": (lambda p, f: ["--loss", "gaussian", "--num_samples", "0"],
+                        "--num_samples 0: draw at least 2 sample paths per window"),
+    "samples asked of a quantile forecast": (
+        lambda p, f: ["--loss", "quantile", "--num_samples", "100"],
+        "--num_samples: --loss quantile forecasts quantiles, not a distribution to sample: its CRPS is computed from "
+        "them (crps, on the --quantiles grid)"),
     "--activation_checkpointing for a model without blocks": (
         lambda p, f: ["--model", "dlinear", "--nonautoregressive", "--activation_checkpointing"],
         "--activation_checkpointing recomputes a model's blocks"),

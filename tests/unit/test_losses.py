@@ -2,6 +2,8 @@
 training and validation alike."""
 import math
 
+import numpy as np
+import properscoring
 import pytest
 import torch
 import torch.distributions as D
@@ -156,3 +158,68 @@ def test_the_calibration_curve_of_a_calibrated_forecast_is_the_diagonal():
     assert too_narrow["calibration"]["0.1"] > 0.2 and too_narrow["calibration_error"] > 0.05
     point = metrics.calibration(metrics.point_forecast(mu), true)
     assert torch.equal(point, (true <= mu).double().mean((1, 2))[:, None].expand(-1, 9))
+
+
+# ---- samples (--num_samples) ------------------------------------------------------------------------------
+def test_crps_of_samples_is_properscorings_ensemble_crps_and_approaches_the_gaussians_closed_form():
+    samples, true = torch.randn(6, 5, 2, 40, dtype=torch.float64), torch.randn(6, 5, 2, dtype=torch.float64)
+    forecast = metrics.sample_forecast(samples, LEVELS)
+    found = metrics.window_errors(forecast, true)[:, metrics.names().index("crps_sample")]
+    reference = properscoring.crps_ensemble(true.numpy(), samples.numpy()).mean(axis=(1, 2))
+    assert found.numpy() == pytest.approx(reference, rel=1e-12)
+    # many draws from a Gaussian forecast: its closed-form CRPS (properscoring's crps_gaussian)
+    gaussian, out = losses.objective("gaussian", LEVELS), torch.randn(3, 4, 2, 2, dtype=torch.float64)
+    draws = gaussian.draw(out, torch.rand(3, 4, 2, 20_000, dtype=torch.float64))
+    mu, sigma = out[..., 0], F.softplus(out[..., 1] - out[..., 0]) + losses.SCALE_FLOOR
+    closed = properscoring.crps_gaussian(true[:3, :4].numpy(), mu.numpy(), sigma.numpy())
+    by_samples = metrics.window_errors(metrics.sample_forecast(draws, LEVELS), true[:3, :4])
+    assert by_samples[:, metrics.names().index("crps_sample")].mean().item() == pytest.approx(closed.mean(), rel=0.01)
+
+
+def test_a_sample_forecasts_point_is_the_mean_and_its_quantiles_are_numpys():
+    samples = torch.randn(3, 4, 2, 25, dtype=torch.float64)
+    forecast = metrics.sample_forecast(samples, LEVELS)
+    levels = torch.tensor([0.025, 0.1, 0.5, 0.975], dtype=torch.float64)
+    assert forecast.quantile(levels).numpy() == pytest.approx(
+        np.moveaxis(np.quantile(samples.numpy(), levels.numpy(), axis=-1), 0, -1), rel=1e-12)
+    assert torch.allclose(forecast.point, samples.mean(-1))
+    point = dict(zip(metrics.names(), metrics.window_errors(torch.randn(4, 3, 2), torch.randn(4, 3, 2)).T))
+    without = dict(zip(metrics.names(), metrics.window_errors(losses.objective("gaussian", LEVELS).forecast(
+        torch.randn(4, 3, 2, 2)), torch.randn(4, 3, 2)).T))
+    assert torch.equal(point["crps_sample"], point["mae"]), "a point mass's CRPS is its MAE"
+    assert without["crps_sample"].isnan().all(), "a distribution not sampled has no samples to score"
+
+
+@pytest.mark.parametrize("loss", ["gaussian", "student_t", "mixture"])
+def test_draws_by_the_inverse_cdf_follow_the_distribution(loss):
+    """Draws at uniforms (each point its own) are the distribution's quantiles there: their empirical quantiles
+    match the exact ones."""
+    objective = losses.objective(loss, LEVELS)
+    out = torch.randn(2, 3, 1, objective.outputs, dtype=torch.float64)
+    draws = objective.draw(out, torch.rand(2, 3, 1, 40_000, dtype=torch.float64))
+    levels = torch.tensor(LEVELS, dtype=torch.float64)
+    exact = objective.forecast(out).quantile(levels)
+    found = torch.quantile(draws, levels, dim=-1).movedim(0, -1)
+    assert torch.allclose(found, exact, atol=0.03 * (exact[..., -1] - exact[..., 0]).max().item())
+
+
+def test_each_windows_uniforms_are_its_own_whoever_draws_them():
+    from utils.seeding import window_uniforms
+    together = window_uniforms(7, [0, 1, 2, 3], (5, 2, 8))
+    apart = torch.cat([window_uniforms(7, [2, 3], (5, 2, 8)), window_uniforms(7, [0, 1], (5, 2, 8))])
+    assert torch.equal(together, apart[[2, 3, 0, 1]])
+    assert 0 < together.min() and together.max() < 1 and not torch.equal(together[0], together[1])
+    assert not torch.equal(window_uniforms(8, [0], (5, 2, 8))[0], together[0]), "the seed keys the streams"
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--loss", "gaussian", "--num_samples", "0"], "--num_samples 0: draw at least 2 sample paths per window"),
+    (["--loss", "quantile", "--num_samples", "100"],
+     "--num_samples: --loss quantile forecasts quantiles, not a distribution to sample: its CRPS is computed from "
+     "them (crps, on the --quantiles grid)"),
+    (["--num_samples", "100"], "--num_samples: --loss mse forecasts a point, a point mass: its CRPS is its MAE"),
+])
+def test_samples_are_asked_only_of_a_distribution_in_one_line(flags, message):
+    with pytest.raises(ConfigError) as e:
+        resolve(parse_args([*DLINEAR, *flags]))
+    assert message in str(e.value)

@@ -64,3 +64,53 @@ def test_mase_and_msis_divide_by_the_seasonal_naive_error_of_each_windows_input(
     moved = dict(zip(names, metrics.window_errors(metrics.point_forecast(3 * mu + 1).given(3 * x + 1, 24),
                                                   3 * true + 1).T))
     assert torch.allclose(moved["mase"], point["mase"])
+
+
+def test_metrics_on_the_original_scale_are_the_metrics_of_the_forecast_mapped_back():
+    """x * std + mean of every channel: each metric computed anew on the mapped forecast, inputs and targets, and
+    the scale-free ones (coverage, MASE, MSIS) as they were."""
+    torch.manual_seed(1)
+    x, true, out = (torch.randn(5, 48, 3, dtype=torch.float64), torch.randn(5, 8, 3, dtype=torch.float64),
+                    torch.randn(5, 8, 3, 3, dtype=torch.float64))
+    std = torch.tensor([2.0, 0.5, 10.0], dtype=torch.float64)
+    mean = torch.tensor([1.0, -3.0, 40.0], dtype=torch.float64)
+    student = losses.objective("student_t", (0.025, 0.1, 0.5, 0.9, 0.975))
+    forecast = student.forecast(out).given(x, 24)
+    both = metrics.window_errors(forecast, true, (std, mean))
+    scaled, original = both[:, :len(metrics.names())], both[:, len(metrics.names()):]
+    assert torch.equal(scaled.nan_to_num(), metrics.window_errors(forecast, true).nan_to_num())
+    direct = metrics.window_errors(student.forecast(out).given(x, 24).rescaled(std, mean), true * std + mean)
+    assert torch.allclose(original, direct, rtol=1e-9, equal_nan=True)  # std_power's shortcuts, up to rounding
+    found = dict(zip(metrics.names(), original.T))
+    assert torch.allclose(found["mse"], ((forecast.point * std + mean - (true * std + mean)) ** 2).mean((1, 2)))
+    for name in ("coverage_80", "mase", "msis"):
+        assert torch.equal(found[name], dict(zip(metrics.names(), scaled.T))[name])
+    corpus = metrics.window_errors(forecast, true, (None, None))
+    assert corpus[:, len(metrics.names()):].isnan().all(), "a corpus: no single scale"
+    assert list(metrics.metrics_from_windows(both)) == list(metrics.reported_names())
+
+
+def test_nmae_and_ncrps_are_probts_per_window_ratios_to_the_size_of_the_target():
+    """ProbTS: per window, sum |y - median| / sum |y| and the mean over levels of 2 sum pinball / sum |y|, then the
+    mean over windows; a point forecast's ncrps is its nmae."""
+    torch.manual_seed(2)
+    true, samples = torch.randn(4, 6, 2, dtype=torch.float64) + 5, torch.randn(4, 6, 2, 100, dtype=torch.float64) + 5
+    levels = tuple(i / 20 for i in range(1, 20))
+    found = dict(zip(metrics.names(), metrics.window_errors(metrics.sample_forecast(samples, levels), true).T))
+    s, y = samples.numpy(), true.numpy()
+    size = np.abs(y).sum((1, 2))
+    median = np.quantile(s, 0.5, axis=-1)
+    assert found["nmae"].numpy() == pytest.approx(np.abs(y - median).sum((1, 2)) / size, rel=1e-12)
+    wql = [2 * np.abs((np.quantile(s, q, axis=-1) - y) * ((y <= np.quantile(s, q, axis=-1)) - q)).sum((1, 2)) / size
+           for q in levels]
+    assert found["ncrps"].numpy() == pytest.approx(np.mean(wql, axis=0), rel=1e-12)
+    point = dict(zip(metrics.names(), metrics.window_errors(true + 0.3, true).T))
+    assert torch.allclose(point["ncrps"], point["nmae"], rtol=1e-12)
+
+
+def test_a_univariate_window_knows_its_channel_through_a_subset():
+    from data_provider.windows import WindowDataset, direct_offsets, sampled
+    ds = WindowDataset(torch.randn(40, 3), None, 0, 40, 8, direct_offsets(8, 4), univariate=True)
+    assert ds.n_starts == 29 and ds.channels(torch.tensor([0, 28, 29, 86])).tolist() == [0, 0, 1, 2]
+    some = sampled(ds, 10, seed=3)
+    assert torch.equal(some.channels(torch.arange(10)), some.subset // 29)

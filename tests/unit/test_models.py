@@ -131,6 +131,41 @@ def test_state_dict_round_trip_gives_identical_outputs(name):
         assert torch.equal(model(x, marks, **kwargs), fresh(x, marks, **kwargs))
 
 
+STATEFUL = [name for name in models.NAMES if models.capabilities(name).stateful]
+
+
+@pytest.mark.parametrize("name", STATEFUL)
+def test_a_stateful_model_started_is_the_plain_forward_and_continues_in_steps_as_in_one_call(name):
+    """state () at a window: the plain forward's output, and a state; the points that follow fed one output token
+    at a time from that state: what they give fed together (a rolled-out forecast feeds them a step at a time)."""
+    model, O, L = build(name, 3, False).eval(), TASK["output_token_len"], TASK["seq_len"]
+    x, _, kwargs = inputs(name, 4, 3)
+    ahead = O if models.capabilities(name).future_marks else 0
+    marks = torch.rand(4, L + 2 * O + ahead, N_MARKS) - 0.5
+    follow = torch.randn(4, 2 * O, 3)
+    with torch.no_grad():
+        plain = model(x, marks[:, :L + ahead], **kwargs)
+        started, state = model(x, marks[:, :L + ahead], state=(), **kwargs)
+        together, _ = model(follow, marks[:, L:L + 2 * O + ahead], state=state, **kwargs)
+        first, middle = model(follow[:, :O], marks[:, L:L + O + ahead], state=state, **kwargs)
+        second, _ = model(follow[:, O:], marks[:, L + O:L + 2 * O + ahead], state=middle, **kwargs)
+    assert torch.equal(started, plain)
+    torch.testing.assert_close(torch.cat([first, second], dim=1), together, rtol=1e-5, atol=1e-6)
+
+
+def test_deepar_continued_from_its_state_is_deepar_over_the_whole_history():
+    """The state holds the LSTM's and the window's scale: the points after a window, fed from its state, give what
+    one forward over the window and those points gives where both have the same scale (|x| = 1 throughout)."""
+    model = build("deepar", 2, False, input_token_len=1, output_token_len=1).eval()
+    x = (torch.randint(0, 2, (3, 24, 2)) * 2 - 1).float()
+    marks = torch.rand(3, 25, N_MARKS) - 0.5
+    with torch.no_grad():
+        whole = model(x, marks)
+        _, state = model(x[:, :16], marks[:, :17], state=())
+        rest, _ = model(x[:, 16:], marks[:, 16:], state=state)
+    torch.testing.assert_close(rest, whole[:, 16:], rtol=1e-5, atol=1e-6)
+
+
 def test_model_flags_come_from_the_models_and_only_the_chosen_models_count():
     from exp.config import parse_args, resolve
     from exp.flags import model_hparams

@@ -2,27 +2,38 @@
 import csv
 import os
 
+import pytest
+
 from analysis import report
 from exp.config import parse_args
 from scripts.make_scripts import MODELS as SHIPPED
 from tests.conftest import REPO
+from utils.errors import ConfigError
 from utils.provenance import machine_kind
 
-REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source"]
+REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source", "protocol",
+                     "crps", "nmae"]
+PROTOCOL_METRICS = {"tslib": ("mse", "mae"), "probts": ("crps", "nmae")}  # the numbers each protocol's rows give
 
 
 def test_shipped_reference_table_names_a_source_for_every_number():
     with open(report.DEFAULT_REFERENCE, newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert list(rows[0]) == REFERENCE_COLUMNS
-    assert all(r["source"].startswith("https://") and float(r["mse"]) > 0 and float(r["mae"]) > 0 for r in rows)
+        every = list(csv.DictReader(f))
+    assert list(every[0]) == REFERENCE_COLUMNS
+    for r in every:
+        given = {k for k in ("mse", "mae", "crps", "nmae") if r[k]}
+        assert r["source"].startswith("https://") and given == set(PROTOCOL_METRICS[r["protocol"]]), r
+        assert all(float(r[k]) > 0 for k in given)
+    probts = report.load_reference(report.DEFAULT_REFERENCE, "probts")
+    assert probts[("patchtst", "ETTh1", 96, 96)]["crps"] == "0.328"
+    rows = [r for r in every if r["protocol"] == "tslib"]
     keys = [(r["model"], r["dataset"], r["seq_len"], r["horizon"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert ("dlinear", "ETTh1", "336", "96") in keys and ("patchtst", "ILI", "104", "24") in keys
     # docs/reproducing.md: which models' ETTh1 rows have the paper beside them
     etth1 = {m for m in SHIPPED if {h for mm, d, _, h in keys if (mm, d) == (m, "ETTh1")} ==
              {"96", "192", "336", "720"}}
-    assert set(SHIPPED) - etth1 == {"ttm", "time_moe"}
+    assert set(SHIPPED) - etth1 == {"ttm", "time_moe", "deepar"}
 
 
 def test_time_per_run_keeps_each_gpus_runs_apart_from_the_cpus():
@@ -53,3 +64,18 @@ def test_benchmark_file_names_map_to_paper_dataset_names():
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "x/exchange_rate.csv"])) == "Exchange"
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "mine.csv"])) == "mine"
     assert dataset_name(parse_args(["--data", "ETTm2"])) == "ETTm2"
+
+
+def test_probts_scores_its_test_windows_one_every_96_steps():
+    """ProbTS's ETTh1 test: targets from the test split's first row + 96 i, i < ceil((2880 - H) / 96): 29, 28, 27
+    and 23 windows; ours forecasts from every row, window j from row j."""
+    from scripts.reproduce.probts import probts_windows
+    counts = {h: len(probts_windows(2880 - h + 1, h)) for h in (96, 192, 336, 720)}
+    assert counts == {96: 29, 192: 28, 336: 27, 720: 23}
+    assert probts_windows(2785, 96)[-1] == 96 * 28 <= 2784
+
+
+def test_probts_without_its_data_is_one_line(tmp_path):
+    from scripts.reproduce import probts
+    with pytest.raises(ConfigError, match="no ETT-small/ETTh1.csv there"):
+        probts.main(["--data_root", str(tmp_path)])

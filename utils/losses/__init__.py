@@ -7,7 +7,8 @@ and the best checkpoint read it). Three kinds:
 
 `objective(name, levels)` binds a loss to the run's quantile levels: the number of values per point a model
 emits (models/base.py: n_outputs), the loss, the point forecast (median of quantiles, mean of a distribution) that
-point metrics and rolled-out forecasts use, and quantiles at any levels for the probabilistic metrics.
+point metrics and rolled-out forecasts use, quantiles at any levels for the probabilistic metrics, and draws from
+a distribution (samples, --num_samples).
 
 Every module in this package lists its losses in `LOSSES`; add utils/losses/my_loss.py and the loss can be chosen
 by name (--loss), with nothing else to edit.
@@ -38,7 +39,8 @@ class Family:
         raise NotImplementedError
 
     def quantile(self, out: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
-        """(..., k) -> (..., len(levels)): the distribution's quantiles at the levels."""
+        """(..., k) -> (..., Q): the distribution's quantiles at the levels, (Q,) for every point alike or
+        (..., Q) a point's own (inverse-CDF sampling draws each point's uniforms through it)."""
         raise NotImplementedError
 
 
@@ -84,12 +86,17 @@ def interpolate(levels: torch.Tensor, values: torch.Tensor, wanted: torch.Tensor
     `levels`); NaN outside [levels[0], levels[-1]]: the tails beyond the outermost levels are unknown."""
     if wanted.shape == levels.shape and torch.equal(wanted, levels):  # the grid itself (CRPS): no arithmetic
         return values
+    outside = (wanted < levels[0] - LEVEL_TOLERANCE) | (wanted > levels[-1] + LEVEL_TOLERANCE)
+    if outside.all():  # the metrics' tails off the grid (the 90% and 95% intervals of the default grid)
+        return values.new_full((*values.shape[:-1], len(wanted)), float("nan"))
+    on_level = (wanted[:, None] - levels[None, :]).abs() <= LEVEL_TOLERANCE
+    if on_level.any(1).all():  # levels of the grid (the median, the 80% interval of the default grid): a copy
+        return values.index_select(-1, on_level.int().argmax(1))
     idx = torch.searchsorted(levels, wanted).clamp(1, len(levels) - 1)
     lo, hi = levels[idx - 1], levels[idx]
     weight = ((wanted - lo) / (hi - lo)).to(values.dtype)
     out = values[..., idx - 1] * (1 - weight) + values[..., idx] * weight
-    outside = (wanted < levels[0] - LEVEL_TOLERANCE) | (wanted > levels[-1] + LEVEL_TOLERANCE)
-    return out.masked_fill(outside, float("nan"))
+    return out.masked_fill(outside, float("nan")) if outside.any() else out
 
 
 def _median(levels: torch.Tensor, ordered: torch.Tensor) -> torch.Tensor:
@@ -133,6 +140,12 @@ class Objective:
         (every quantile is the forecast); quantile outputs are sorted (no crossing) and interpolated between
         levels (NaN beyond the outermost); a distribution's are exact."""
         return self.forecast(out).quantile(wanted.to(out.device))
+
+    def draw(self, out: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+        """Samples of a distribution (..., k) by its inverse CDF at uniforms (..., S) in (0, 1), in float64: a
+        sample is a function of its uniform, so whoever draws the uniforms decides the samples (exp/forward.py
+        draws them per window, the same under any number of ranks)."""
+        return self.loss.family.quantile(out.double(), uniforms)
 
     def forecast(self, out: torch.Tensor) -> Forecast:
         """What the metrics read of a forecast, in float64 (utils/metrics: Forecast); quantile outputs sorted once."""

@@ -35,13 +35,14 @@ class GaussianMixture(Family):
 
     def quantile(self, out, levels):
         log_weight, loc, scale = (p.unsqueeze(-2) for p in self._params(out))  # (..., 1, COMPONENTS)
-        levels = levels.to(out.dtype).unsqueeze(-1)                              # (Q, 1)
-        low = (loc - 10 * scale).amin(-1).expand(*out.shape[:-1], len(levels)).clone()
-        high = (loc + 10 * scale).amax(-1).expand_as(low).clone()
+        levels = levels.to(out.dtype)                                            # (Q,) or (..., Q)
+        shape = torch.broadcast_shapes(out.shape[:-1] + (1,), levels.shape)
+        low = (loc - 10 * scale).amin(-1).expand(shape).clone()
+        high = (loc + 10 * scale).amax(-1).expand(shape).clone()
         for _ in range(BISECTIONS):
             mid = (low + high) / 2
             cdf = (log_weight.exp() * torch.special.ndtr((mid.unsqueeze(-1) - loc) / scale)).sum(-1)
-            below = cdf < levels[..., 0]
+            below = cdf < levels
             low, high = torch.where(below, mid, low), torch.where(below, high, mid)
         return (low + high) / 2
 

@@ -15,6 +15,10 @@ INTERVALS = (50, 80, 90)
 
 
 def crps(forecast, true):
+    return forecast.memo("crps", true, lambda: _crps(forecast, true))  # ncrps reads it too
+
+
+def _crps(forecast, true):
     if forecast.point_mass:  # what the grid gives on any grid symmetric about 0.5, without its levels' tensors
         return (forecast.point - true).abs()
     levels = forecast.grid.to(true.device)
@@ -48,9 +52,10 @@ def width(percent: int):
 
 
 METRICS = [
-    Metric("crps", crps, probabilistic=True, help="CRPS on the --quantiles grid (a point forecast's: its MAE)"),
-    *(Metric(f"coverage_{p}", coverage(p), probabilistic=True, help=f"share of points in the central {p}% interval")
-      for p in INTERVALS),
-    *(Metric(f"width_{p}", width(p), probabilistic=True, help=f"mean width of the central {p}% interval")
+    Metric("crps", crps, probabilistic=True, std_power=1,
+           help="CRPS on the --quantiles grid (a point forecast's: its MAE)"),
+    *(Metric(f"coverage_{p}", coverage(p), probabilistic=True, std_power=0,
+             help=f"share of points in the central {p}% interval") for p in INTERVALS),
+    *(Metric(f"width_{p}", width(p), probabilistic=True, std_power=1, help=f"mean width of the central {p}% interval")
       for p in INTERVALS),
 ]

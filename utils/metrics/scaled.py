@@ -39,6 +39,8 @@ def msis(forecast, true):
 
 
 METRICS = [
-    Metric("mase", mase, probabilistic=True, help="absolute error over the seasonal-naive error of the window's input"),
-    Metric("msis", msis, probabilistic=True, help="interval score of the central 95% interval, seasonally scaled"),
+    Metric("mase", mase, probabilistic=True, std_power=0,
+           help="absolute error over the seasonal-naive error of the window's input"),
+    Metric("msis", msis, probabilistic=True, std_power=0,
+           help="interval score of the central 95% interval, seasonally scaled"),
 ]

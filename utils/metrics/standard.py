@@ -11,9 +11,10 @@ def _relative_error(pred, true):
 
 
 METRICS = [
-    Metric("mse", lambda p, t: _error(p, t).square(), help="mean squared error"),
-    Metric("mae", lambda p, t: _error(p, t).abs(), help="mean absolute error"),
-    Metric("rmse", lambda p, t: _error(p, t).square(), lambda mean: mean ** 0.5, help="root mean squared error"),
+    Metric("mse", lambda p, t: _error(p, t).square(), std_power=2, help="mean squared error"),
+    Metric("mae", lambda p, t: _error(p, t).abs(), std_power=1, help="mean absolute error"),
+    Metric("rmse", lambda p, t: _error(p, t).square(), lambda mean: mean ** 0.5, std_power=2,
+           help="root mean squared error"),
     Metric("mape", lambda p, t: _relative_error(p, t).abs(), help="mean absolute percentage error (a fraction)"),
     Metric("mspe", lambda p, t: _relative_error(p, t).square(), help="mean squared percentage error"),
 ]
