@@ -268,7 +268,8 @@ def _check_covariates(draft) -> None:
 
 
 def _check_loss(draft) -> None:
-    """The quantile levels, and a model that can emit the values per point a probabilistic loss asks for."""
+    """The quantile levels, a model that can emit the values per point a probabilistic loss asks for, and sample
+    paths only of a distribution."""
     levels = draft.quantiles
     _require(all(0 < q < 1 for q in levels), f"--quantiles {_joined(levels)}: each level must be in (0, 1)")
     _require(all(a < b for a, b in zip(levels, levels[1:])),

@@ -20,9 +20,6 @@ class Forward:
         self.config, self.autocast, self.loss = config, autocast, loss
         self.caps = models.capabilities(config.model)
 
-    def point(self, out: torch.Tensor) -> torch.Tensor:
-        return self.loss.point(out)
-
     def call(self, model: nn.Module, x: torch.Tensor, batch, shift: int, state=None) -> tuple:
         """The model's prediction for inputs x that start `shift` points after the batch's windows, and the loss
         terms a model with aux_loss adds in training ({} otherwise); a stateful model given `state` (() at the
@@ -68,7 +65,7 @@ class Forward:
             shift = (c.seq_len + (i - 1) * step if i else 0) if stateful else i * step
             out, extra = self.call(model, x, batch, shift, state)
             out = out[:, -step:]
-            fed = self.point(out) if feed is None else feed(i, out)
+            fed = self.loss.point(out) if feed is None else feed(i, out)
             preds.append(out if feed is None else fed)
             if i + 1 < n_steps:  # an exogenous model's one-channel forecast is never fed back: one step only
                 x, state = (fed, extra) if stateful else (torch.cat([x, fed], dim=1)[:, -c.seq_len:], None)

@@ -39,6 +39,7 @@ def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_c
     assert metrics["config"]["data"]["target"] == "load" and metrics["config"]["data"]["file"] == "sensors.csv"
     assert metrics["n_test_windows"] == int(602 * 0.1) - 16 + 1, "the last 10% of 602 rows, each forecast once"
     assert 0 < metrics["smape"] < 2 and metrics["mse"] < 2
+    assert 0 < metrics["smape_original"] < 2 and metrics["smape_original"] != metrics["smape"], "computed again"
     with open(tmp_path / "results" / "results.csv") as f:
         header = next(csv.reader(f))
     assert header[header.index("mspe") + 1] == "smape", "new metrics follow the papers' five"
