@@ -12,8 +12,9 @@ from utils.errors import ConfigError
 from utils.provenance import machine_kind
 
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source", "protocol",
-                     "crps", "nmae"]
-PROTOCOL_METRICS = {"tslib": ("mse", "mae"), "probts": ("crps", "nmae")}  # the numbers each protocol's rows give
+                     "crps", "nmae", "smape", "mase", "owa"]
+# the numbers each protocol's rows give
+PROTOCOL_METRICS = {"tslib": ("mse", "mae"), "probts": ("crps", "nmae"), "m4": ("smape", "mase", "owa")}
 
 
 def test_shipped_reference_table_names_a_source_for_every_number():
@@ -21,7 +22,7 @@ def test_shipped_reference_table_names_a_source_for_every_number():
         every = list(csv.DictReader(f))
     assert list(every[0]) == REFERENCE_COLUMNS
     for r in every:
-        given = {k for k in ("mse", "mae", "crps", "nmae") if r[k]}
+        given = {k for k in ("mse", "mae", "crps", "nmae", "smape", "mase", "owa") if r[k]}
         assert r["source"].startswith("https://") and given == set(PROTOCOL_METRICS[r["protocol"]]), r
         assert all(float(r[k]) > 0 for k in given)
     probts = report.load_reference(report.DEFAULT_REFERENCE, "probts")

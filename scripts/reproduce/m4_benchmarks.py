@@ -1,0 +1,64 @@
+"""The M4 competition's benchmarks, scored as the competition scored them, beside its published numbers.
+
+    python -m scripts.reproduce.m4_benchmarks --data_root ../shared/datasets [--subsets Hourly Weekly]
+
+Reads <data_root>/m4/<Subset>-{train,test}.csv (the competition's files), forecasts each series' test horizon with
+Naive1, sNaive and Naive2 (utils/m4.py) and prints each subset's sMAPE, MASE and OWA beside the published values:
+github.com/Mcompetitions/M4-methods, "Evaluation and Ranks.xlsx", sheet "Point Forecasts-Frequency", recorded in
+scripts/reproduce/paper_results.csv under protocol m4. The published values are rounded to 3 decimals, and their OWA
+is computed from the rounded sMAPE and MASE; ours from the unrounded ones.
+"""
+import argparse
+import csv
+import os
+import sys
+
+import numpy as np
+
+from analysis.report import DEFAULT_REFERENCE
+from data_provider import m4 as m4_data
+from utils import cli, m4
+
+
+def scores(train: list, test: np.ndarray, m: int) -> dict:
+    """benchmark -> (sMAPE, MASE, OWA) over the subset's series."""
+    means = {}
+    for name, forecast in m4.BENCHMARKS.items():
+        f = np.stack([forecast(x, test.shape[1], m) for x in train])
+        means[name] = (float(np.mean(m4.smape(test, f).mean(1))),
+                       float(np.mean([m4.mase(x, y, p, m).mean() for x, y, p in zip(train, test, f)])))
+    naive2 = means["Naive2"]
+    return {name: (s, a, m4.owa(s, a, *naive2)) for name, (s, a) in means.items()}
+
+
+def published() -> dict:
+    """(model, subset) -> (sMAPE, MASE, OWA) of paper_results.csv's m4 rows."""
+    with open(DEFAULT_REFERENCE, newline="") as f:
+        return {(r["model"], r["dataset"]): tuple(float(r[k]) for k in ("smape", "mase", "owa"))
+                for r in csv.DictReader(f) if r["protocol"] == "m4"}
+
+
+def table(root: str, subsets: list) -> str:
+    paper = published()
+    lines = ["| subset | benchmark | sMAPE | MASE | OWA | published sMAPE / MASE / OWA |", "|---|---|---|---|---|---|"]
+    for subset in subsets:
+        train, test = m4_data.load(root, subset)
+        for name, (s, a, o) in scores(train, test, m4_data.SUBSETS[subset].frequency).items():
+            ref = paper.get((name.lower(), subset))
+            lines.append(f"| {subset} | {name} | {s:.3f} | {a:.3f} | {o:.3f} | "
+                         + (" / ".join(f"{v:.3f}" for v in ref) if ref else "—") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> str:
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_root", type=cli.existing_folder, required=True, help="the folder holding m4/")
+    parser.add_argument("--subsets", nargs="+", default=["Hourly", "Weekly"], choices=list(m4_data.SUBSETS))
+    args = parser.parse_args(argv)
+    text = table(os.path.join(args.data_root, "m4"), args.subsets)
+    sys.stdout.write(text)
+    return text
+
+
+if __name__ == "__main__":
+    cli.run(main)

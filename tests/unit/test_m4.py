@@ -1,0 +1,77 @@
+"""The M4 competition's files, measures and simplest benchmarks (data_provider/m4.py, utils/m4.py) on generated
+series whose answers are known; scripts/reproduce/m4_benchmarks.py scores them as the competition did."""
+import numpy as np
+import pytest
+
+from data_provider import m4 as m4_data
+from scripts.reproduce import m4_benchmarks
+from utils import m4
+from utils.errors import ConfigError
+
+
+def _write(path, rows):
+    width = max(len(values) for _, values in rows)
+    with open(path, "w") as f:
+        f.write(",".join(f'"V{i + 1}"' for i in range(width + 1)) + "\n")
+        for name, values in rows:
+            f.write(",".join([f'"{name}"', *(f"{v:g}" for v in values), *[""] * (width - len(values))]) + "\n")
+
+
+def _m4_files(root, subset, train, test):
+    _write(root / f"{subset}-train.csv", [(f"M{i + 1}", x) for i, x in enumerate(train)])
+    _write(root / f"{subset}-test.csv", [(f"M{i + 1}", y) for i, y in enumerate(test)])
+
+
+def test_the_reader_keeps_each_series_to_its_last_value_and_pairs_train_with_test(tmp_path):
+    """A Monthly-shaped file (horizon 18): the other subsets read as the shipped Hourly and Weekly ones."""
+    train = [np.arange(1, 31, dtype=float), np.arange(5, 60, dtype=float)]
+    test = [np.full(18, 7.0), np.full(18, 8.5)]
+    _m4_files(tmp_path, "Monthly", train, test)
+    series, values = m4_data.load(str(tmp_path), "Monthly")
+    assert [len(x) for x in series] == [30, 55] and np.array_equal(series[1], train[1])
+    assert values.shape == (2, 18) and values[1, 0] == 8.5
+    _write(tmp_path / "Monthly-test.csv", [("M1", test[0]), ("M2", np.full(17, 1.0))])
+    with pytest.raises(ConfigError, match="18 values each"):
+        m4_data.load(str(tmp_path), "Monthly")
+    with pytest.raises(ConfigError, match="Hourly-train.csv: no such file"):
+        m4_data.load(str(tmp_path), "Hourly")
+
+
+def test_smape_mase_and_owa_are_the_competitions_formulas():
+    insample, y, f = np.array([1.0, 3.0, 2.0, 6.0, 4.0]), np.array([5.0, 5.0]), np.array([4.0, 6.0])
+    assert m4.smape(y, f) == pytest.approx([200 / 9, 200 / 11])
+    assert m4.mase_scale(insample, 1) == pytest.approx((2 + 1 + 4 + 2) / 4)
+    assert m4.mase_scale(insample, 2) == pytest.approx((1 + 3 + 2) / 3)
+    assert m4.mase(insample, y, f, 2) == pytest.approx([0.5, 0.5])
+    assert m4.owa(10.0, 2.0, 20.0, 1.0) == pytest.approx(1.25) and m4.owa(3.0, 4.0, 3.0, 4.0) == 1
+
+
+def test_naive2_continues_a_multiplicative_season_exactly_and_treats_noise_as_naive1():
+    m, profile = 4, np.array([0.5, 1.5, 0.8, 1.2])
+    level = 10.0
+    x = level * np.resize(profile, 40)
+    assert m4.is_seasonal(x, m)
+    assert m4.seasonal_indices(x, m) == pytest.approx(np.resize(profile, 40))
+    assert m4.naive2(x, 6, m) == pytest.approx(level * np.resize(profile, 46)[40:])
+    assert m4.seasonal_naive(x, 6, m) == pytest.approx(x[[36, 37, 38, 39, 36, 37]])
+    noise = np.random.default_rng(0).normal(10, 1, 60)
+    assert not m4.is_seasonal(noise, m) and np.all(m4.naive2(noise, 5, m) == noise[-1])
+    assert not m4.is_seasonal(x[:11], m), "shorter than three cycles: never seasonal"
+    assert not m4.is_seasonal(x, 1)
+    odd = 3 + np.resize([0.5, 2.0, 1.0], 30)  # an odd cycle: a centred 3-point moving average
+    assert m4.seasonal_indices(odd, 3).mean() == pytest.approx(1) and m4.naive2(odd, 3, 3) == pytest.approx(odd[:3])
+
+
+def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_path):
+    rng = np.random.default_rng(1)
+    series = [50 + 10 * np.resize(np.sin(np.arange(24) / 24 * 2 * np.pi), n) + rng.normal(0, 1, n)
+              for n in (100, 130, 170)]
+    m4_dir = tmp_path / "m4"
+    m4_dir.mkdir()
+    _m4_files(m4_dir, "Hourly", [x[:-48] for x in series], [x[-48:] for x in series])
+    text = m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Hourly"])
+    assert "| Hourly | Naive2 |" in text and "| 1.000 | 18.383 / 2.395 / 1.000 |" in text
+    scored = m4_benchmarks.scores([x[:-48] for x in series], np.stack([x[-48:] for x in series]), 24)
+    assert scored["sNaive"][2] < 1 < scored["Naive1"][2], "a seasonal series: sNaive beats Naive2 beats Naive1"
+    with pytest.raises(ConfigError, match="Weekly-train.csv: no such file"):
+        m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Weekly"])
