@@ -66,6 +66,7 @@ def seasonal_indices(x: np.ndarray, m: int) -> np.ndarray:
 
 
 def naive1(x: np.ndarray, horizon: int, m: int = 1) -> np.ndarray:
+    """m: unused (every benchmark takes it)."""
     return np.full(horizon, x[-1])
 
 
@@ -73,11 +74,43 @@ def seasonal_naive(x: np.ndarray, horizon: int, m: int) -> np.ndarray:
     return np.resize(x[-m:], horizon)
 
 
-def naive2(x: np.ndarray, horizon: int, m: int) -> np.ndarray:
-    if not is_seasonal(x, m):
-        return naive1(x, horizon)
-    indices = seasonal_indices(x, m)
-    return (x / indices)[-1] * np.resize(indices[-m:], horizon)
+def seasonally_adjusted(forecast):
+    """The benchmark that forecasts the seasonally adjusted series with forecast(x, horizon) and multiplies the
+    forecast by the last m seasonal indices, repeated (a series that fails the seasonality test: unadjusted)."""
+    def adjusted(x: np.ndarray, horizon: int, m: int) -> np.ndarray:
+        if not is_seasonal(x, m):
+            return forecast(x, horizon)
+        indices = seasonal_indices(x, m)
+        return forecast(x / indices, horizon) * np.resize(indices[-m:], horizon)
+    return adjusted
 
 
-BENCHMARKS = {"Naive1": naive1, "sNaive": seasonal_naive, "Naive2": naive2}
+# Fitted by statsmodels (the organisers used R's forecast package: ses, holt, holt(damped = TRUE), their own
+# classic Theta, which is SES with drift, as forecast::thetaf): the same models, each library's own optimiser
+def _ses(x, horizon):
+    from statsmodels.tsa.holtwinters import SimpleExpSmoothing
+    return SimpleExpSmoothing(x, initialization_method="estimated").fit().forecast(horizon)
+
+
+def _holt(damped: bool):
+    def fit(x, horizon):
+        from statsmodels.tsa.holtwinters import Holt
+        return Holt(x, damped_trend=damped, initialization_method="estimated").fit().forecast(horizon)
+    return fit
+
+
+def _theta(x, horizon):
+    if np.ptp(x) == 0:  # its value: statsmodels' state-space fit of SES would divide by the series' zero variance
+        return np.full(horizon, x[-1])
+    from statsmodels.tsa.forecasting.theta import ThetaModel
+    return np.asarray(ThetaModel(x, period=1, deseasonalize=False).fit().forecast(horizon))
+
+
+def _comb(x, horizon):
+    return (_ses(x, horizon) + _holt(False)(x, horizon) + _holt(True)(x, horizon)) / 3
+
+
+naive2 = seasonally_adjusted(naive1)
+BENCHMARKS = {"Naive1": naive1, "sNaive": seasonal_naive, "Naive2": naive2, "SES": seasonally_adjusted(_ses),
+              "Holt": seasonally_adjusted(_holt(False)), "Damped": seasonally_adjusted(_holt(True)),
+              "Theta": seasonally_adjusted(_theta), "Comb": seasonally_adjusted(_comb)}

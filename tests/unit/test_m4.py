@@ -62,6 +62,20 @@ def test_naive2_continues_a_multiplicative_season_exactly_and_treats_noise_as_na
     assert m4.seasonal_indices(odd, 3).mean() == pytest.approx(1) and m4.naive2(odd, 3, 3) == pytest.approx(odd[:3])
 
 
+def test_the_fitted_benchmarks_forecast_what_their_models_say():
+    """statsmodels' fits, seasonally adjusted as Naive2 is: a constant series stays constant; a line is continued by
+    Holt and, below the line's slope (its drift is half of it, SES's level lags), by Theta; Comb is the mean of
+    SES, Holt and Damped."""
+    flat, line = np.full(30, 4.0), 2.0 + 0.5 * np.arange(30)
+    for name in ("SES", "Holt", "Damped", "Theta", "Comb"):
+        assert m4.BENCHMARKS[name](flat, 5, 1) == pytest.approx(np.full(5, 4.0), rel=1e-6), name
+    assert m4.BENCHMARKS["Holt"](line, 3, 1) == pytest.approx(2.0 + 0.5 * np.arange(30, 33), rel=1e-4)
+    theta = m4.BENCHMARKS["Theta"](line, 3, 1)
+    assert np.all(np.diff(theta) > 0) and theta[0] < 2.0 + 0.5 * 30
+    parts = [m4.BENCHMARKS[name](line, 3, 1) for name in ("SES", "Holt", "Damped")]
+    assert m4.BENCHMARKS["Comb"](line, 3, 1) == pytest.approx(np.mean(parts, axis=0))
+
+
 def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_path):
     rng = np.random.default_rng(1)
     series = [50 + 10 * np.resize(np.sin(np.arange(24) / 24 * 2 * np.pi), n) + rng.normal(0, 1, n)
@@ -71,7 +85,8 @@ def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_
     _m4_files(m4_dir, "Hourly", [x[:-48] for x in series], [x[-48:] for x in series])
     text = m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Hourly"])
     assert "| Hourly | Naive2 |" in text and "| 1.000 | 18.383 / 2.395 / 1.000 |" in text
-    scored = m4_benchmarks.scores([x[:-48] for x in series], np.stack([x[-48:] for x in series]), 24)
+    scored, _ = m4_benchmarks.scores([x[:-48] for x in series], np.stack([x[-48:] for x in series]), 24)
     assert scored["sNaive"][2] < 1 < scored["Naive1"][2], "a seasonal series: sNaive beats Naive2 beats Naive1"
+    assert set(scored) == {"Naive1", "sNaive", "Naive2", "SES", "Holt", "Damped", "Theta", "Comb"}
     with pytest.raises(ConfigError, match="Weekly-train.csv: no such file"):
         m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Weekly"])
