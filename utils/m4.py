@@ -1,4 +1,4 @@
-"""The M4 competition's accuracy measures and its simplest benchmarks, as its organisers' code defines them
+"""The M4 competition's accuracy measures and its statistical benchmarks, as its organisers' code defines them
 (github.com/Mcompetitions/M4-methods, "Benchmarks and Evaluation.R"):
 
   sMAPE    per step 200 |y - f| / (|y| + |f|), averaged over the horizon, then over the series;
@@ -11,7 +11,9 @@
   Naive2   Naive1 of the seasonally adjusted series, seasonalised again: where the series passes the 90%
            autocorrelation test at lag m (and is at least 3 m long), it is divided by the seasonal indices of a
            classical multiplicative decomposition (R's decompose), and the forecast is multiplied by the last m
-           indices, repeated.
+           indices, repeated;
+  SES, Holt, Damped, Theta   fitted to the seasonally adjusted series and seasonalised again, as Naive2 is;
+  Comb     the mean of SES, Holt and Damped.
 """
 import numpy as np
 
@@ -43,8 +45,9 @@ def autocorrelation(x: np.ndarray, lag: int) -> float:
 
 
 def is_seasonal(x: np.ndarray, m: int) -> bool:
-    """|r_m| beyond 1.645 / sqrt(n) * sqrt(1 + 2 sum_(k<m) r_k^2); never for m = 1 or a series shorter than 3 m."""
-    if m <= 1 or len(x) < 3 * m:
+    """|r_m| beyond 1.645 / sqrt(n) * sqrt(1 + 2 sum_(k<m) r_k^2); never for m = 1, a series shorter than 3 m or a
+    constant one."""
+    if m <= 1 or len(x) < 3 * m or np.ptp(x) == 0:  # a constant series has no autocorrelation
         return False
     r = np.array([autocorrelation(x, k) for k in range(1, m + 1)])
     limit = T_CRITICAL / np.sqrt(len(x)) * np.sqrt(1 + 2 * np.sum(r[:-1] ** 2))

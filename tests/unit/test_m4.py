@@ -57,7 +57,7 @@ def test_naive2_continues_a_multiplicative_season_exactly_and_treats_noise_as_na
     noise = np.random.default_rng(0).normal(10, 1, 60)
     assert not m4.is_seasonal(noise, m) and np.all(m4.naive2(noise, 5, m) == noise[-1])
     assert not m4.is_seasonal(x[:11], m), "shorter than three cycles: never seasonal"
-    assert not m4.is_seasonal(x, 1)
+    assert not m4.is_seasonal(x, 1) and not m4.is_seasonal(np.full(40, 3.0), m)
     odd = 3 + np.resize([0.5, 2.0, 1.0], 30)  # an odd cycle: a centred 3-point moving average
     assert m4.seasonal_indices(odd, 3).mean() == pytest.approx(1) and m4.naive2(odd, 3, 3) == pytest.approx(odd[:3])
 
