@@ -36,6 +36,7 @@ import numpy as np
 from analysis.report import DEFAULT_REFERENCE, load_reference
 from utils import cli
 from utils.errors import ConfigError, TrainingError
+from utils.files import write_atomic
 from utils.outputs import WINDOW_ERRORS
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -128,9 +129,7 @@ def main(argv=None) -> str:
                 if subprocess.run(cmd).returncode:
                     raise TrainingError(f"the {model} run at horizon {horizon} failed: {' '.join(cmd)}")
     text = table(args.results, args.models, args.horizons)
-    os.makedirs(args.results, exist_ok=True)
-    with open(os.path.join(args.results, "report.md"), "w") as f:
-        f.write(text)
+    write_atomic(os.path.join(args.results, "report.md"), lambda f: f.write(text), "w")
     sys.stdout.write(text)
     return text
 
