@@ -53,6 +53,9 @@ class Evaluator:
         metrics read. lockstep: a forward is a collective (FSDP gathers each block's parameters from every rank)."""
         self.config, self.env, self.data, self.forward, self.loss = config, env, data, forward, loss
         self.lockstep = lockstep
+        scaler = data.scaler  # its statistics as tensors once, for every test batch's original-scale metrics
+        self.standardisation = None if scaler is None else tuple(
+            torch.as_tensor(v, dtype=torch.float64, device=env.device) for v in (scaler.std, scaler.mean))
         self.plan = evaluations(config)
         self.loaders = {name: self._loader(e) for name, e in self.plan.items() if e is not None}
 
@@ -129,10 +132,9 @@ class Evaluator:
         """(std, mean) of the standardisation of each window's forecast channels, broadcastable to its points: the
         target's in covariate mode, a univariate window's own channel's; (None, None) for a corpus, scaled per
         series or window."""
-        scaler = self.data.scaler
-        if scaler is None:
+        if self.standardisation is None:
             return None, None
-        std, mean = (torch.as_tensor(v, dtype=torch.float64, device=true.device) for v in (scaler.std, scaler.mean))
+        std, mean = self.standardisation
         if self.config.univariate:
             channel = self.data.datasets["test"].channels(windows).to(true.device)
             return std[channel].view(-1, 1, 1), mean[channel].view(-1, 1, 1)

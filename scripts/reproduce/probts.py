@@ -45,19 +45,18 @@ STEPS, VALIDATIONS = 50 * 100, 50  # ProbTS: 50 epochs of 100 batches, tested at
 MODELS = {  # config/ltsf/etth1/<model>.yaml
     "dlinear": ["--individual", "--learning_rate", "0.005"],
     "patchtst": ["--patch_len", "16", "--stride", "8", "--d_model", "16", "--e_layers", "3", "--n_heads", "4",
-                 "--d_ff", "256", "--dropout", "0.3", "--head_dropout", "0", "--use_norm", "--learning_rate", "1e-4",
-                 "--accum_steps", "4"],
+                 "--d_ff", "256", "--dropout", "0.3", "--head_dropout", "0", "--use_norm", "--learning_rate", "1e-4"],
 }
+ACCUMULATION = {"patchtst": 4}  # accumulate_grad_batches
 
 
 def run_flags(model: str, horizon: int, data_root: str) -> list:
-    accum = int(MODELS[model][MODELS[model].index("--accum_steps") + 1]) if "--accum_steps" in MODELS[model] else 1
-    steps = STEPS // accum  # optimizer steps
+    steps = STEPS // ACCUMULATION.get(model, 1)  # optimizer steps
     return ["--model", model, "--nonautoregressive", "--data", "ETTh1",
             "--root_path", os.path.join(data_root, "ETT-small"), "--seq_len", str(LOOKBACK),
             "--output_token_len", str(horizon), "--batch_size", "32", "--lradj", "constant",
             "--train_steps", str(steps), "--val_every", str(steps // VALIDATIONS), "--patience", str(VALIDATIONS),
-            "--no_epoch_test", "--des", "probts", *MODELS[model]]
+            "--no_epoch_test", "--des", "probts", "--accum_steps", str(ACCUMULATION.get(model, 1)), *MODELS[model]]
 
 
 def probts_windows(n_windows: int, horizon: int) -> np.ndarray:
