@@ -255,6 +255,7 @@ class CorpusWindows:
     and std; "window" by the mean and std of the window's own input part (applied to its target too).
     """
     lazy_order = True  # too many windows for a randperm of them: orders are computed per block
+    epoch_windows = None  # every window in every epoch
     n_channels_out = 1
 
     def __init__(self, corpus: Corpus, split: str, seq_len: int, y_offsets: torch.Tensor, norm: str,
@@ -269,6 +270,10 @@ class CorpusWindows:
         self.y_index = slice(int(y_offsets[0]), int(y_offsets[-1]) + 1) if bool((steps == 1).all()) \
             else y_offsets.to(device)
         self.subset = subset
+
+    def window_scale(self, idx: torch.Tensor) -> None:
+        """The scaled metrics take each window's scale from its input."""
+        return None
 
     @property
     def n_windows(self) -> int:

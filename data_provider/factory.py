@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from data_provider import corpus, datasets
+from data_provider import corpus, datasets, m4
 from data_provider.readers import Table, check_file, check_values, parse_dates
 from data_provider.scaling import StandardScale
 from data_provider.windows import Batch, WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
@@ -32,6 +32,7 @@ class DataBundle:
     file: str             # the data file's name and content fingerprint: part of a run's identity
     fingerprint: str
     season: int = 1       # steps of the series' natural cycle (seasonality): MASE and MSIS scale by it
+    reference: str | None = None  # the name of the test windows' reference forecast (M4's naive2), OWA's base
 
     def first_window(self) -> Batch:
         """The first training window, a batch of one on the CPU: what the model contract's checks run."""
@@ -214,6 +215,8 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool, wait
     None: a process on its own, which waits for no one)."""
     if args.data == corpus.NAME:
         return corpus_data(args, device, is_main, wait_for_main)
+    if args.data == m4.NAME:
+        return m4.short_term_data(args, device, uses_marks)
     entry = datasets.resolve(args.data, args.data_path)
     path = data_file(args)
     table, fingerprint = load_table(args, entry, path, is_main)

@@ -251,18 +251,19 @@ def _array_table(arr: np.ndarray, path: str) -> Table:
     return Table(arr.astype(np.float64), [f"ch{i}" for i in range(arr.shape[1])], None)
 
 
-def _where_to_set(path: str) -> str:
-    """The experiment scripts build --root_path from DATA_ROOT (scripts/launch.sh exports it): name that."""
+def where_to_set(path: str) -> str | None:
+    """The experiment scripts build --root_path from DATA_ROOT (scripts/launch.sh exports it): name that (None: the
+    path is not under it)."""
     root = os.environ.get("DATA_ROOT")
     if root and os.path.normpath(path).startswith(os.path.normpath(root) + os.sep):
         return f"the script reads its data under DATA_ROOT={root}: set DATA_ROOT to the folder that holds " \
                f"{os.path.relpath(os.path.dirname(path), root)}/"
-    return "set --root_path/--data_path"
+    return None
 
 
 def check_file(path: str) -> None:
     if not os.path.exists(path):
-        raise ConfigError(f"data file not found: {path} ({_where_to_set(path)})")
+        raise ConfigError(f"data file not found: {path} ({where_to_set(path) or 'set --root_path/--data_path'})")
     if not os.path.isfile(path):
         raise ConfigError(f"data path is not a file: {path}")
     if not os.access(path, os.R_OK):

@@ -53,6 +53,7 @@ class WindowDataset:
     Univariate (channel-independent): index i = channel * n_starts + start, each channel its own series.
     """
     lazy_order = False  # few enough windows for a randperm of them per epoch
+    epoch_windows = None  # every window in every epoch
 
     def __init__(self, series: torch.Tensor, marks: torch.Tensor | None, begin: int, end: int, seq_len: int,
                  y_offsets: torch.Tensor, univariate: bool = False, subset: torch.Tensor | None = None):
@@ -85,6 +86,10 @@ class WindowDataset:
         """The column a univariate window comes from."""
         return columns[window // self.n_starts]
 
+    def window_scale(self, idx: torch.Tensor) -> None:
+        """The scaled metrics take each window's scale from its input."""
+        return None
+
     def channels(self, idx: torch.Tensor) -> torch.Tensor:
         """The channel each univariate window (positions in this dataset) comes from."""
         if self.subset is not None:
@@ -104,6 +109,74 @@ class WindowDataset:
             window = self.windows.index_select(0, idx)  # (B, W, C), contiguous
         x_mark = None if self.mark_windows is None else self.mark_windows.index_select(0, start)
         return Batch(window[:, :self.seq_len], window[:, self.y_index], x_mark, start + self.begin)
+
+
+class SeriesWindows:
+    """Windows cut from many univariate series of different lengths, each ending at chosen forecast origins: the
+    M4 protocol's (data_provider/m4.py).
+
+    `flat` holds every series after seq_len zeros (its history padded, as N-BEATS pads a short one), series s from
+    flat[starts[s]]. Series s has `count[s]` origins, first[s], first[s] + 1, ... (an origin: the index in the
+    series of the first forecast point), spread over `slots` windows: window s * slots + r ends at origin
+    first[s] + r * count[s] // slots. Every series thus has as many windows as the next, so an order of the windows
+    draws series uniformly and an origin uniformly within one, as N-BEATS samples them.
+
+    `scale` (series,): the in-sample scale of MASE; `reference` (series, horizon): the forecast relative metrics
+    compare with (M4's Naive2); `epoch_windows`: the windows of one training epoch, a fresh random draw of them
+    per epoch (None: all); `marks`: give the calendar features of series without dates, one channel of zeros (as
+    factory.time_features does for a file without dates), to a model that reads them.
+    """
+    lazy_order = True
+    n_channels_out = 1
+
+    def __init__(self, flat: torch.Tensor, starts: torch.Tensor, first: torch.Tensor, count: torch.Tensor,
+                 slots: int, seq_len: int, horizon: int, names: list, scale: torch.Tensor | None = None,
+                 reference: torch.Tensor | None = None, epoch_windows: int | None = None, marks: bool = False):
+        self.flat, self.seq_len, self.horizon, self.slots, self.names = flat, seq_len, horizon, slots, names
+        self.starts, self.first, self.count = (t.to(flat.device) for t in (starts, first, count))
+        self.window_len = seq_len + horizon
+        self.scale, self.reference, self.epoch_windows = scale, reference, epoch_windows
+        self.subset, self.marks = None, marks
+        self._steps = torch.arange(self.window_len, device=flat.device)
+
+    @property
+    def n_windows(self) -> int:
+        return len(self.starts) * self.slots
+
+    def __len__(self) -> int:
+        return self.n_windows if self.subset is None else len(self.subset)
+
+    def channels(self, idx: torch.Tensor) -> torch.Tensor:
+        """The series each window comes from (every series is a channel of its own)."""
+        if self.subset is not None:
+            idx = self.subset.cpu()[idx.cpu()]
+        return idx.cpu() // self.slots
+
+    def series_name(self, window: int, columns: list) -> str:
+        return self.names[int(self.channels(torch.tensor([window]))[0])]
+
+    def origins(self, idx: torch.Tensor) -> tuple:
+        """(series, origin) of windows `idx` (positions in this dataset)."""
+        if self.subset is not None:
+            idx = self.subset[idx.to(self.subset.device)]
+        idx = idx.to(self.flat.device)
+        series, slot = idx // self.slots, idx % self.slots
+        return series, self.first[series] + slot * self.count[series] // self.slots
+
+    def gather(self, idx: torch.Tensor) -> Batch:
+        series, origin = self.origins(idx)
+        # padded coordinates: origin o of series s is flat[starts[s] + seq_len + o], its window begins seq_len before
+        window = self.flat[(self.starts[series] + origin)[:, None] + self._steps].unsqueeze(-1)
+        marks = torch.zeros_like(window) if self.marks else None
+        return Batch(window[:, :self.seq_len], window[:, self.seq_len:], marks, origin - self.seq_len)
+
+    def window_scale(self, idx: torch.Tensor) -> torch.Tensor | None:
+        """(windows, 1, 1) float64: MASE's scale of each window's series, None without one."""
+        return None if self.scale is None else self.scale[self.origins(idx)[0]].view(-1, 1, 1)
+
+    def window_reference(self, idx: torch.Tensor) -> torch.Tensor | None:
+        """(windows, horizon, 1): the reference forecast of each window (one window per series), None without."""
+        return None if self.reference is None else self.reference[self.origins(idx)[0]].unsqueeze(-1)
 
 
 class FeistelPermutation:
@@ -174,12 +247,18 @@ class ShuffledShard:
     is repeated to pad a shard: padding gave DDP one step more than one process for some n.
 
     lazy: a FeistelPermutation computed for the windows asked for, instead of a randperm of all n held for
-    the epoch (a corpus of a billion windows).
+    the epoch (a corpus of a billion windows). per_epoch: an epoch is the first per_epoch windows of its
+    permutation (at least a global step's), a random draw without replacement (M4: one window per series, as
+    TSLib's epoch).
     """
 
-    def __init__(self, n: int, rank: int, world_size: int, seed: int, step_windows: int = 1, lazy: bool = False):
+    def __init__(self, n: int, rank: int, world_size: int, seed: int, step_windows: int = 1, lazy: bool = False,
+                 per_epoch: int | None = None):
         self.n, self.rank, self.world_size, self.seed, self.epoch, self.lazy = n, rank, world_size, seed, 0, lazy
-        self.used = n // (world_size * step_windows) * world_size * step_windows
+        # the first `drawn` of each epoch's permutation, at least one global step's (N-BEATS's batches of 1024
+        # windows from M4 Hourly's 414 series)
+        drawn = n if per_epoch is None else min(max(per_epoch, world_size * step_windows), n)
+        self.used = drawn // (world_size * step_windows) * world_size * step_windows
         self._table = None  # (epoch, randperm) of the epoch, when not lazy
 
     def set_epoch(self, epoch: int) -> None:
@@ -279,7 +358,7 @@ def train_loader(dataset, batch_size: int, rank: int, world_size: int, seed: int
     """
     return WindowLoader(dataset, batch_size,
                         ShuffledShard(len(dataset), rank, world_size, seed, batch_size * accum_steps,
-                                      lazy=dataset.lazy_order))
+                                      lazy=dataset.lazy_order, per_epoch=dataset.epoch_windows))
 
 
 def eval_windows(n: int, batch_size: int, world_size: int, drop_last: bool = False) -> int:

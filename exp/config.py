@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 import models
-from data_provider import corpus, datasets
+from data_provider import corpus, datasets, m4
 from data_provider.factory import feature_set
 from exp import dialects
 from exp.flags import SECTIONS, build_parser, model_hparams, parser, roles, uses_input_tokens, zero_shot
@@ -146,8 +146,6 @@ def _require(ok: bool, message: str) -> None:
 def _complete(draft) -> None:
     """The test horizon (output_token_len unless given), the model's registry name, the data's (and its target and
     a corpus's channel layout), the trackers as a list of names; the registries they name, loaded."""
-    if draft.test_pred_len is None:
-        draft.test_pred_len = draft.output_token_len
     try:
         draft.model = models.resolve(draft.model)
     except KeyError:
@@ -161,12 +159,22 @@ def _complete(draft) -> None:
             datasets.DatasetFileError) as e:
         raise ConfigError(str(e)) from None
     _resolve_data(draft, known_data)
+    if draft.task == "short_term":
+        _complete_short_term(draft)
+    if draft.test_pred_len is None:
+        draft.test_pred_len = draft.output_token_len
     draft.tracker = trackers.check(draft)
 
 
 def _resolve_data(draft, known: dict) -> None:
     """--data as its registry name (a generic name given a benchmark's file becomes the benchmark), --target as
     the dataset's unless given. A corpus is univariate: every channel of its files is a series."""
+    _require((draft.data == m4.NAME) == (draft.task == "short_term"),
+             "--data m4 is the short-term task's: add --task short_term (TSLib: --task_name short_term_forecast)"
+             if draft.data == m4.NAME else f"--task short_term forecasts the M4 competition's series: --data m4 "
+             f"--seasonal_patterns <subset> (not --data {draft.data})")
+    if draft.data == m4.NAME:
+        return
     if draft.data == corpus.NAME:
         _require(draft.target is None and not draft.target_only and not draft.covariate,
                  "--data corpus: every channel is its own series, so --target, --target_only and --covariate do "
@@ -187,6 +195,49 @@ def _resolve_data(draft, known: dict) -> None:
                           "the target")
     draft.data = entry.name
     draft.target = draft.target or entry.target
+
+
+def _complete_short_term(draft) -> None:
+    """The M4 protocol's lengths from the subset (TSLib's exp_short_term_forecasting sets them alike): the horizon,
+    a lookback of --lookback_multiple horizons, N-BEATS's history multiple; direct forecasts of every series on its
+    own; the test set scored once, at the end."""
+    _require(draft.seasonal_patterns in m4.SUBSETS,
+             f"--seasonal_patterns {draft.seasonal_patterns}: the M4 subsets are {', '.join(m4.SUBSETS)}"
+             if draft.seasonal_patterns else "--data m4: name the subset with --seasonal_patterns "
+             f"({', '.join(m4.SUBSETS)})")
+    _require(not draft.covariate, "--covariate (TSLib's --features MS) reads other channels: M4's series are "
+                                  "univariate, each forecast from its own history (long-term task only)")
+    _require(draft.subset_rand_ratio == 1, "--subset_rand_ratio: the short-term task draws its training windows "
+                                           "at random already (--history_multiple sets where from)")
+    for name in ("target", "date_format", "fill_missing"):
+        _require(getattr(draft, name) is None, f"--{name}: M4's files are series of values without dates or "
+                                               "columns (long-term task only)")
+    draft.freq = None  # no dates: a model that reads calendar features gets zeros (TSLib's scripts say --freq h)
+    subset = m4.SUBSETS[draft.seasonal_patterns]
+    multiple = m4.LOOKBACK_MULTIPLE if draft.lookback_multiple is None else draft.lookback_multiple
+    _require(multiple > 0, f"--lookback_multiple must be > 0, got {multiple}")
+    history = subset.history if draft.history_multiple is None else draft.history_multiple
+    _require(history * subset.horizon >= 1, f"--history_multiple {history}: no training window would end within "
+                                            f"the last {history} x {subset.horizon} points of a series")
+    lengths = {"seq_len": max(1, round(multiple * subset.horizon)), "output_token_len": subset.horizon,
+               "test_pred_len": subset.horizon}
+    changed = [f"--{name} {getattr(draft, name)}" for name, value in lengths.items()
+               if getattr(draft, name) not in (value, None, parser().get_default(name),
+                                               dialects.DEFAULTS.get(draft.origin.dialect, {}).get(name))]
+    if changed:
+        raise ConfigError(f"{', '.join(changed)}: the M4 {draft.seasonal_patterns} protocol fixes the horizon at "
+                          f"{subset.horizon} and the lookback at --lookback_multiple x horizon = "
+                          f"{lengths['seq_len']}; drop them")
+    for name, value in lengths.items():
+        setattr(draft, name, value)
+    draft.lookback_multiple, draft.history_multiple = multiple, history
+    _require(models.capabilities(draft.model).direct,
+             f"model {draft.model} forecasts autoregressively only; the short-term task trains direct forecasts")
+    draft.nonautoregressive = draft.univariate = draft.valid_last = True
+    draft.target_only = False  # one value per row: TSLib's --features S or M read the same
+    if not draft.no_epoch_test:
+        log.info("the short-term task scores the test set once, after training: no test loss per epoch")
+    draft.no_epoch_test = True
 
 
 # ---- checks: what no data is needed for (the data's happen when it is loaded) -----------------------------

@@ -18,7 +18,8 @@ from utils import losses
 from utils.errors import ConfigError
 
 TSLIB, OPENLTM = "TSLib", "OpenLTM"
-TASKS = {"long_term_forecast": TSLIB, "forecast": OPENLTM}
+TASKS = {"long_term_forecast": TSLIB, "short_term_forecast": TSLIB, "forecast": OPENLTM}
+SHORT_TERM = "short_term_forecast"  # TSLib's M4 task: our --task short_term
 
 # The defaults of their run.py for the flags we share (TSLib fixes the seed to 2021 whatever --seed says)
 DEFAULTS = {
@@ -272,18 +273,23 @@ _BY_FLAG = {(f.flag, dialect): f for f in FOREIGN for dialect in f.dialects}
 _BOOLEAN_VALUES = ("true", "false", "1", "0")
 
 
-def dialect_of(argv: list) -> str | None:
-    """The dialect --task_name selects (the last one given, as argparse would), None for our own flags."""
-    dialect = None
+def task_name(argv: list) -> str | None:
+    """The --task_name given (the last one, as argparse would), None for our own flags."""
+    task = None
     for i, token in enumerate(argv):
         name, eq, value = token.partition("=")
         if name == "--task_name":
             task = value if eq else argv[i + 1] if i + 1 < len(argv) else ""
             if task not in TASKS:
-                raise ConfigError(f"--task_name {task}: the forecasting tasks are long_term_forecast (TSLib) and "
-                                  "forecast (OpenLTM)")
-            dialect = TASKS[task]
-    return dialect
+                raise ConfigError(f"--task_name {task}: the forecasting tasks are long_term_forecast and "
+                                  "short_term_forecast (TSLib) and forecast (OpenLTM)")
+    return task
+
+
+def dialect_of(argv: list) -> str | None:
+    """The dialect --task_name selects, None for our own flags."""
+    task = task_name(argv)
+    return None if task is None else TASKS[task]
 
 
 def translate(argv: list, option_dests: dict) -> Translation:
@@ -293,6 +299,8 @@ def translate(argv: list, option_dests: dict) -> Translation:
         t.argv = list(argv)
         return t
     t.defaults = dict(DEFAULTS[t.dialect])
+    if task_name(argv) == SHORT_TERM:
+        t.defaults["task"] = "short_term"
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -452,14 +460,18 @@ def check_channels(declared: dict, n_channels: int, covariate: bool, file: str) 
 def reference_markdown() -> str:
     """docs/tslib.md: every translated flag (a test keeps the file equal to this)."""
     lines = ["# Time-Series-Library and OpenLTM scripts", "",
-             "Generated: `python -m exp.dialects > docs/tslib.md`. Their long-term-forecasting scripts run with "
+             "Generated: `python -m exp.dialects > docs/tslib.md`. Their forecasting scripts run with "
              "our `run.py` unchanged (only the `python`/`torchrun` line differs): `--task_name long_term_forecast` "
-             "selects TSLib's flags, `--task_name forecast` OpenLTM's. Flags both have (`--seq_len`, `--d_model`, "
+             "or `short_term_forecast` selects TSLib's flags, `--task_name forecast` OpenLTM's. Flags both have "
+             "(`--seq_len`, `--d_model`, "
              "`--lradj`, ...) mean the same; a script's omitted flags take its framework's defaults, below, so "
              "the run is the one the script describes, and its identity is that of the same command written "
              "with our flags. Any other unknown flag is an error naming it.", "",
              "| flag | from | here |", "|---|---|---|",
              "| `--task_name long_term_forecast` | TSLib | direct forecasting (`--nonautoregressive`) with TSLib's "
+             "defaults |",
+             "| `--task_name short_term_forecast` | TSLib | `--task short_term` (M4: `--data m4 "
+             "--seasonal_patterns <subset>`; [short_term.md](short_term.md)) with TSLib's "
              "defaults |",
              "| `--task_name forecast` | OpenLTM | OpenLTM's defaults (autoregressive unless `--nonautoregressive`) |"]
     for f in FOREIGN:

@@ -16,8 +16,10 @@ from data_provider.factory import DataBundle
 from data_provider.windows import eval_loader, eval_windows, sampled
 from exp.forward import Forward
 from utils.dist import DistEnv, all_reduce_max, all_reduce_sum, global_mean
-from utils.metrics import (calibration, calibration_summary, metrics_from_windows, reported_names, sample_forecast,
-                           window_errors)
+from utils.metrics import (calibration, calibration_summary, metrics_from_windows, names, point_forecast,
+                           reported_names, sample_forecast, window_errors)
+from utils.m4 import owa
+from utils.metrics.short_term import RELATIVE
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Evaluator:
         self.standardisation = None if scaler is None else tuple(
             torch.as_tensor(v, dtype=torch.float64, device=env.device) for v in (scaler.std, scaler.mean))
         self.plan = evaluations(config)
+        # the metrics of the data's reference forecast (M4's Naive2) that OWA divides by, named after it
+        self.reference_names = () if data.reference is None else tuple(f"{m}_{data.reference}" for m in RELATIVE)
         self.loaders = {name: self._loader(e) for name, e in self.plan.items() if e is not None}
 
     def _loader(self, e: Evaluation):
@@ -84,51 +88,63 @@ class Evaluator:
         for batch, scored in self._batches(self.loaders[name]):
             pred, true, _ = self.forward(model, batch, rollout=rollout)
             if scored:
-                total += self.loss(pred, true).double() * len(pred)
+                total += self.loss(pred, true, batch.x).double() * len(pred)
                 count += len(pred)
         model.train()
         return global_mean(total, torch.tensor(count, device=self.env.device)).item()
 
     @torch.no_grad()
     def test(self, model: nn.Module) -> tuple:
-        """(metrics, each window's errors as metric name -> float32 array), the same on every rank."""
+        """(metrics, each window's errors as metric name -> float32 array), the same on every rank. Data with a
+        reference forecast (M4's Naive2) add its sMAPE and MASE on the same windows and OWA, the ratio to them."""
         model.eval()
         table = self.window_errors(model, "test")
-        n_metrics = len(reported_names())
-        errors, shares = table[:, :n_metrics], table[:, n_metrics:]
-        by_window = {name: column.float().cpu().numpy() for name, column in zip(reported_names(), errors.T)}
-        return {**metrics_from_windows(errors), "n_test_windows": len(errors),
-                **calibration_summary(shares, self.config.quantiles)}, by_window
+        columns = reported_names() + self.reference_names
+        errors, shares = table[:, :len(columns)], table[:, len(columns):]
+        by_window = {name: column.float().cpu().numpy() for name, column in zip(columns, errors.T)}
+        scores = metrics_from_windows(errors[:, :len(reported_names())])
+        if self.reference_names:
+            scores.update(zip(self.reference_names, errors[:, len(reported_names()):].mean(0).tolist()))
+            scores["owa"] = owa(*(scores[name] for name in (*RELATIVE, *self.reference_names)))
+        return {**scores, "n_test_windows": len(errors), **calibration_summary(shares, self.config.quantiles)}, \
+            by_window
 
     def window_errors(self, model: nn.Module, name: str) -> torch.Tensor:
-        """(windows of the evaluation, metrics on the scaled data, on the original scale, then the quantile grid's
-        levels): every window's errors and calibration shares, on every rank. Each rank fills the rows of its own
-        windows and zeros elsewhere, so the all_reduce puts every window's values in place unchanged."""
+        """(windows of the evaluation, metrics on the scaled data, on the original scale, the reference's relative
+        metrics where the data have a reference forecast, then the quantile grid's levels): every window's errors
+        and calibration shares, on every rank. Each rank fills the rows of its own windows and zeros elsewhere, so
+        the all_reduce puts every window's values in place unchanged."""
         loader, drop_last = self.loaders[name], self.plan[name].drop_last
         rows = loader.indices()
         scored, done = [], 0
         for batch, keep in self._batches(loader):  # a window's number seeds its sample paths (--num_samples)
             windows = rows[done:done + len(batch.x)] if keep else torch.zeros(len(batch.x), dtype=torch.long)
-            errors = self._errors(batch, windows, *self.forward(model, batch, rollout=True, windows=windows)[:2])
+            errors = self._errors(loader.dataset, batch, windows,
+                                  *self.forward(model, batch, rollout=True, windows=windows)[:2])
             if keep:
                 scored.append(errors)
                 done += len(batch.x)
         n = eval_windows(len(loader.dataset), self.config.batch_size, self.env.world_size, drop_last)
-        width = len(reported_names()) + len(self.config.quantiles)
+        width = len(reported_names()) + len(self.reference_names) + len(self.config.quantiles)
         table = torch.zeros(n, width, dtype=torch.float64, device=self.env.device)
         if scored:
             table[rows.to(self.env.device)] = torch.cat(scored)
         return all_reduce_sum(table)
 
-    def _errors(self, batch, windows: torch.Tensor, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-        """Each window's metrics, on the scaled data and the original scale, and calibration shares; the scaled
-        metrics read its input on the forecast's channels (the target's alone in covariate mode)."""
+    def _errors(self, dataset, batch, windows: torch.Tensor, pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+        """Each window's metrics, on the scaled data and the original scale, its reference's relative metrics, and
+        calibration shares; the scaled metrics read its input on the forecast's channels (the target's alone in
+        covariate mode), or the scale the data give."""
+        scale = dataset.window_scale(windows)
         forecast = (sample_forecast(pred, self.config.quantiles) if self.config.num_samples else
-                    self.loss.forecast(pred)).given(batch.x[:, :, -true.shape[2]:], self.data.season)
-        errors = window_errors(forecast, true, self._scale(windows, true))
-        return torch.cat([errors, calibration(forecast, true)], dim=1)
+                    self.loss.forecast(pred)).given(batch.x[:, :, -true.shape[2]:], self.data.season, scale)
+        parts = [window_errors(forecast, true, self._scale(dataset, windows, true))]
+        if self.reference_names:
+            reference = point_forecast(dataset.window_reference(windows)).given(batch.x, self.data.season, scale)
+            parts.append(window_errors(reference, true)[:, [names().index(m) for m in RELATIVE]])
+        return torch.cat([*parts, calibration(forecast, true)], dim=1)
 
-    def _scale(self, windows: torch.Tensor, true: torch.Tensor) -> tuple:
+    def _scale(self, dataset, windows: torch.Tensor, true: torch.Tensor) -> tuple:
         """(std, mean) of the standardisation of each window's forecast channels, broadcastable to its points: the
         target's in covariate mode, a univariate window's own channel's; (None, None) for a corpus, scaled per
         series or window."""
@@ -136,7 +152,7 @@ class Evaluator:
             return None, None
         std, mean = self.standardisation
         if self.config.univariate:
-            channel = self.data.datasets["test"].channels(windows).to(true.device)
+            channel = dataset.channels(windows).to(true.device)  # positions in the evaluation's (sampled) view
             return std[channel].view(-1, 1, 1), mean[channel].view(-1, 1, 1)
         return std[-true.shape[2]:], mean[-true.shape[2]:]
 

@@ -28,7 +28,7 @@ class Experiment:
         dtype = amp_dtype(config, env.device)
         # fp16 needs its gradients scaled; bf16 keeps fp32's range (parallel.amp_dtype)
         scaler = torch.amp.GradScaler(env.device.type, enabled=config.use_amp and dtype == torch.float16)
-        loss = losses.objective(config.loss, config.quantiles)
+        loss = losses.objective(config.loss, config.quantiles, data.season)
         self.forward = Forward(config, torch.autocast(env.device.type, dtype=dtype, enabled=config.use_amp),
                                loss)
         self.evaluator = Evaluator(config, env, data, self.forward, loss, self.running.sharded)
@@ -75,6 +75,10 @@ class Experiment:
         plotted = c.visualize and (self.env.is_main or self.running.sharded)
         self.outputs.test(plan.test, metrics, by_window, self.evaluator.sample_forecasts(model) if plotted else ())
         log.info("test (%d windows, horizon %d): %s", metrics["n_test_windows"], c.test_pred_len, log_line(metrics))
+        if "owa" in metrics:
+            log.info("%s: smape %.4f | mase %.4f | owa %.4f (%s on the same windows: smape %.4f, mase %.4f)",
+                     self.data.name, metrics["smape"], metrics["mase"], metrics["owa"], self.data.reference,
+                     *(metrics[name] for name in self.evaluator.reference_names))
         if self.data.scaler is not None:
             log.info("on the original scale (%s_original): %s", "<metric>", log_line(metrics, ORIGINAL))
         log.info("calibration, the share of points below each quantile: %s (mean gap %.4f)",

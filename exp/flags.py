@@ -25,6 +25,7 @@ from utils import cli, losses, metrics, trackers
 from utils.schedules import LR_SCALES
 
 SECTIONS = ("tag", "data", "task", "model", "training", "evaluation", "runtime")
+TASK_NAMES = ("long_term", "short_term")
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -130,6 +131,9 @@ def _data_flags(f: _Flags) -> None:
     f.add("data", "--freq", default=None,
           help="time features of this sampling frequency, TSLib's sets (s, t/min, h, d, b, w, m, q; 15min); "
                "default: from the timestamps, hour-based with minute for sub-hourly data")
+    f.add("data", "--seasonal_patterns", later=True, default=None,
+          help="--data m4: the subset (Yearly, Quarterly, Monthly, Weekly, Daily, Hourly), read from "
+               "<subset>-train.csv and <subset>-test.csv under --root_path (TSLib's flag)")
     f.add("task", "--univariate", action="store_true",
           help="treat every channel as its own series (channel-independent windows)")
     f.add("task", "--target_only", action="store_true",
@@ -150,6 +154,15 @@ def _data_flags(f: _Flags) -> None:
 
 def _forecasting_flags(f: _Flags) -> None:
     f.heading("forecasting")
+    f.add("task", "--task", later=True, default="long_term", choices=TASK_NAMES,
+          help="long_term: windows cut from one table's train/val/test rows; short_term: the M4 protocol (--data m4, "
+               "one model over every series of a subset, its horizon, lookback and window sampling: "
+               "docs/short_term.md); TSLib's --task_name short_term_forecast")
+    f.add("task", "--lookback_multiple", later=True, type=float, default=None,
+          help="short_term: the lookback (--seq_len) is this multiple of the subset's horizon (default: TSLib's 2)")
+    f.add("task", "--history_multiple", later=True, type=float, default=None,
+          help="short_term: training windows end within the last this multiple of the horizon of each series "
+               "(N-BEATS's L_H; default: its 1.5 for Yearly, Quarterly, Monthly, 10 for Weekly, Daily, Hourly)")
     f.add("task", "--seq_len", type=int, default=672, help="input (lookback) length")
     f.add("task", "--input_token_len", type=int, default=96, help="points per input token (token models)")
     f.add("task", "--output_token_len", type=int, default=96,

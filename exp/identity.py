@@ -123,7 +123,8 @@ def _data_section(args, file: str, fingerprint: str | None) -> dict:
     section = {"data": args.data, "target": args.target, "file": file, "fingerprint": fingerprint}
     if args.data == corpus.NAME:
         section["corpus_norm"] = args.corpus_norm
-    section.update(date_format=args.date_format, dayfirst=args.dayfirst, fill_missing=args.fill_missing)
+    section.update(date_format=args.date_format, dayfirst=args.dayfirst, fill_missing=args.fill_missing,
+                   seasonal_patterns=args.seasonal_patterns)
     if args.freq is not None and models.capabilities(args.model).time_marks:
         section["time_features"] = feature_set(args.freq)  # only models that read them
     return section

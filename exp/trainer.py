@@ -152,9 +152,11 @@ class Trainer:
         self.outputs.start_training(self.state.history)
         self.record(status="training", epochs_done=len(self.state.history))
         c, env, steps = self.config, self.env, self.steps
-        log.info("world size %d | global batch %d | lr %.3g x %.3g (%s) = %.3g | %d train windows, %d steps/epoch%s",
+        train = self.data.datasets["train"]
+        drawn = "" if train.epoch_windows is None else f" ({len(self.loader.order) * env.world_size} drawn per epoch)"
+        log.info("world size %d | global batch %d | lr %.3g x %.3g (%s) = %.3g | %d train windows%s, %d steps/epoch%s",
                  env.world_size, c.batch_size * c.accum_steps * env.world_size, c.learning_rate, self.world_factor,
-                 c.lr_scale, c.learning_rate * self.world_factor, len(self.data.datasets["train"]), steps.per_epoch,
+                 c.lr_scale, c.learning_rate * self.world_factor, len(train), drawn, steps.per_epoch,
                  f" | {steps.total} steps, validating every {steps.every}" if steps.by_steps else "")
         return unfinished
 
@@ -238,7 +240,7 @@ class Trainer:
             with contextlib.nullcontext() if last_micro else self.running.no_sync():  # all-reduce once per group
                 with self.forward_timer:  # hooks count as forward time: a slow hook makes a straggler
                     pred, true, terms = self.forward(model, batch)
-                    loss = self.loss(pred, true)
+                    loss = self.loss(pred, true, batch.x)
                     for hook in self.step_hooks:
                         loss = hook(epoch + 1, i + 1, loss)
                     objective = loss + sum(terms.values()) if terms else loss

@@ -23,8 +23,11 @@ class ModelFileError(ValueError):
 
 
 def resolve(name: str) -> str:
-    """Registry key for a model name, case- and dash-insensitive (DLinear -> dlinear, Timer-XL -> timer_xl)."""
+    """Registry key for a model name, case- and dash-insensitive (DLinear -> dlinear, Timer-XL -> timer_xl, N-BEATS
+    -> nbeats)."""
     key = name.lower().replace("-", "_")
+    if key not in NAMES and key.replace("_", "") in NAMES:
+        key = key.replace("_", "")
     if key not in NAMES:
         raise KeyError(name)
     return key

@@ -25,6 +25,35 @@ def fingerprint_cache(tmp_path_factory):
     return os.environ["TSF_CACHE_DIR"]
 
 
+def write_m4(path, rows) -> None:
+    """An M4 competition file: a header of V1, V2, ..., then a row per (id, values), shorter rows padded with
+    empty cells."""
+    width = max(len(values) for _, values in rows)
+    with open(path, "w") as f:
+        f.write(",".join(f'"V{i + 1}"' for i in range(width + 1)) + "\n")
+        for name, values in rows:
+            f.write(",".join([f'"{name}"', *(f"{v:.10g}" for v in values), *[""] * (width - len(values))]) + "\n")
+
+
+def m4_files(root, subset: str, train: list, test: list) -> None:
+    """<subset>-train.csv and <subset>-test.csv under root, series ids M1, M2, ..."""
+    write_m4(os.path.join(root, f"{subset}-train.csv"), [(f"M{i + 1}", x) for i, x in enumerate(train)])
+    write_m4(os.path.join(root, f"{subset}-test.csv"), [(f"M{i + 1}", y) for i, y in enumerate(test)])
+
+
+def m4_like(n: int, horizon: int, period: int, lengths: tuple, seed: int = 0) -> tuple:
+    """(training series, test values): n positive series of seeded random lengths in [lengths), a level, a trend
+    and a cycle of `period` steps with noise, each followed by `horizon` test values."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for i in range(n):
+        t = np.arange(int(rng.integers(*lengths)) + horizon)
+        x = 100 + 5 * i + 0.1 * (i % 5) * t + 10 * np.sin(2 * np.pi * t / period + i) + rng.normal(0, 1, len(t))
+        train.append(x[:-horizon])
+        test.append(x[-horizon:])
+    return train, test
+
+
 @pytest.fixture(scope="session")
 def tiny_csv(tmp_path_factory):
     """602 hourly rows: 358 train, 46 validation and 105 test windows with the tiny settings below."""

@@ -12,3 +12,12 @@ def split_points(y: torch.Tensor, k: int) -> torch.Tensor:
 def channels_last(y: torch.Tensor) -> torch.Tensor:
     """(B, C, P) -> (B, P, C), or (B, C, P, k) -> (B, P, C, k): a channel-first forecast in the contract's order."""
     return y.transpose(1, 2)
+
+
+def per_series(forecast, x: torch.Tensor, n_outputs: int) -> torch.Tensor:
+    """A univariate network applied to every channel of x (batch, time, channels) as a series of its own:
+    forecast maps (series, time) to (series, horizon, k); the result is (batch, horizon, channels), with a last
+    dimension of k values per point where n_outputs is k > 1."""
+    B, _, C = x.shape
+    out = forecast(x.transpose(1, 2).reshape(B * C, -1)).unflatten(0, (B, C)).transpose(1, 2)
+    return out.squeeze(-1) if n_outputs == 1 else out

@@ -150,3 +150,24 @@ def test_a_probabilistic_forecast_is_plotted_with_its_intervals_and_a_point_one_
     seen.clear()
     run.main(flags)
     assert seen == [{}] * 4
+
+
+def test_a_univariate_test_of_a_subset_of_windows_maps_each_back_with_its_own_channels_scale(tiny_args, tmp_path):
+    """--test_windows scores a seeded subset: each window's original-scale error is its error times the std of the
+    channel it comes from (its position in the subset, not in the whole split)."""
+    import os
+
+    import torch
+
+    from data_provider.factory import build_data
+    from data_provider.windows import seeded_subset
+    from exp.config import parse_args, resolve
+    args = [*tiny_args, "--model", "dlinear", "--nonautoregressive", "--univariate", "--test_windows", "40",
+            "--train_epochs", "1"]
+    metrics = run.main(args)[0]["metrics"]
+    errors = np.load(os.path.join(tmp_path, "results", metrics["setting"], metrics["test"], "window_errors.npz"))
+    data = build_data(resolve(parse_args(args)), torch.device("cpu"), True, False)
+    test = data.datasets["test"]
+    channel = (seeded_subset(test.n_windows, 40, metrics["seed"]) // test.n_starts).numpy()
+    assert len(set(channel)) > 1
+    np.testing.assert_allclose(errors["mae_original"], errors["mae"] * data.scaler.std[channel], rtol=1e-4)

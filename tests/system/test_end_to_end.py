@@ -30,8 +30,8 @@ def test_autoregressive_timer_xl_cli_writes_every_output(tiny_args, tmp_path):
     assert metrics["provenance"]["git_commit"] and metrics["provenance"]["command"].endswith(" ".join(tiny_args))
     assert metrics["provenance"]["denormals_flushed"] or platform.machine() not in ("x86_64", "AMD64")  # run.main's
     windows = np.load(os.path.join(run_dir, "tp16", "window_errors.npz"))  # one float32 per window and metric
-    assert set(windows) == {*(f"{m}{scale}" for m in ("mse", "mae", "rmse", "mape", "mspe", "crps", "crps_sample",
-                                                       "mase", "msis", "nmae", "ncrps",
+    assert set(windows) == {*(f"{m}{scale}" for m in ("mse", "mae", "rmse", "mape", "mspe", "smape", "crps",
+                                                       "crps_sample", "mase", "msis", "nmae", "ncrps",
                                                        *(f"{m}_{p}" for m in ("coverage", "width") for p in (50, 80, 90)))
                              for scale in ("", "_original"))}
     assert windows["mse"].shape == (105,) and np.allclose(windows["crps"], windows["mae"], rtol=1e-6, atol=0)

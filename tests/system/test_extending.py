@@ -1,6 +1,7 @@
 """The worked examples of docs/extending.md, each added as one file to a copy of the code and run end to end."""
 import csv
 import json
+import math
 import os
 import re
 import sys
@@ -21,7 +22,7 @@ def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_c
         repo_copy, tiny_args, tiny_csv, tmp_path):
     examples = _examples()
     assert sorted(examples) == ["data_provider/datasets/sensors.py", "models/my_linear.py", "utils/losses/log_cosh.py",
-                                "utils/metrics/smape.py", "utils/schedules/step_decay.py"]
+                                "utils/metrics/maape.py", "utils/schedules/step_decay.py"]
     for path, code in examples.items():
         assert not (repo_copy / path).exists()
         (repo_copy / path).write_text(code)
@@ -38,12 +39,13 @@ def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_c
     assert metrics["config"]["training"]["loss"] == "log_cosh"
     assert metrics["config"]["data"]["target"] == "load" and metrics["config"]["data"]["file"] == "sensors.csv"
     assert metrics["n_test_windows"] == int(602 * 0.1) - 16 + 1, "the last 10% of 602 rows, each forecast once"
-    assert 0 < metrics["smape"] < 2 and metrics["mse"] < 2
-    assert 0 < metrics["smape_original"] < 2 and metrics["smape_original"] != metrics["smape"], "computed again"
+    assert 0 < metrics["maape"] < math.pi / 2 and metrics["mse"] < 2
+    assert 0 < metrics["maape_original"] < math.pi / 2 and metrics["maape_original"] != metrics["maape"], \
+        "computed again"
     with open(tmp_path / "results" / "results.csv") as f:
         header = next(csv.reader(f))
-    assert header[header.index("mspe") + 1] == "smape", "new metrics follow the papers' five"
-    assert re.search(r"mspe [0-9.]+ \| smape [0-9.]+", proc.stderr)
+    assert header[header.index("mspe") + 1] == "maape", "new metrics follow the papers' five"
+    assert re.search(r"mspe [0-9.]+ \| maape [0-9.]+", proc.stderr)
     history = list(csv.DictReader(open(metrics_file.parent.parent / "history.csv")))
     assert [float(h["lr"]) for h in history] == pytest.approx([1e-4, 1e-4, 1e-4, 1e-5])
 

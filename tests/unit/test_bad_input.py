@@ -15,7 +15,7 @@ import torch
 
 import run
 from data_provider import synthetic
-from tests.conftest import REPO
+from tests.conftest import REPO, m4_files, m4_like
 from utils import interrupt
 
 
@@ -127,7 +127,36 @@ def _data_edited_since_training(tmp_path, flags):
     big.write_text("".join(lines))
     return data + ["--is_training", "0", "--test_dir", setting]
 # row of the documented table -> (maker(tmp folder, the test's run.py flags) -> flags to add, the error's telling part)
+def _m4(tmp_path, series_length=60, with_ids=True):
+    """Weekly-shaped M4 files (horizon 13) of three series, and the flags of a short-term run on them with the
+    protocol's lengths (the test's other flags name other ones)."""
+    train, test = m4_like(3, 13, 4, (series_length, series_length + 1))
+    m4_files(tmp_path, "Weekly", train, test)
+    if not with_ids:  # the id column dropped: the first value takes its place
+        for split in ("train", "test"):
+            path = tmp_path / f"Weekly-{split}.csv"
+            path.write_text("\n".join(line.split(",", 1)[1] for line in path.read_text().splitlines()) + "\n")
+    return ["--task", "short_term", "--data", "m4", "--root_path", str(tmp_path), "--seasonal_patterns", "Weekly",
+            "--model", "dlinear", "--seq_len", "26", "--output_token_len", "13"]
+
+
 CASES = {
+    "unknown M4 subset": (lambda p, f: ["--task", "short_term", "--data", "m4", "--seasonal_patterns", "Minutely"],
+                          "--seasonal_patterns Minutely: the M4 subsets are Yearly, Quarterly, Monthly, Weekly, "
+                          "Daily, Hourly"),
+    "--data m4 without the short-term task": (lambda p, f: ["--data", "m4"],
+                                              "--data m4 is the short-term task's: add --task short_term"),
+    "covariates in the short-term task": (lambda p, f: [*_m4(p), "--covariate"],
+                                          "--covariate (TSLib's --features MS) reads other channels: M4's series are "
+                                          "univariate"),
+    "lengths the M4 protocol fixes": (lambda p, f: [*_m4(p), "--seq_len", "48"],
+                                      "--seq_len 48: the M4 Weekly protocol fixes the horizon at 13 and the lookback "
+                                      "at --lookback_multiple x horizon = 26; drop them"),
+    "M4 file without the id column": (lambda p, f: _m4(p, with_ids=False),
+                                      "Weekly-train.csv: its first column holds numbers, not the series' ids"),
+    "M4 series no longer than its horizon": (lambda p, f: _m4(p, series_length=13),
+                                             "Weekly-train.csv: 3 series have no more than the horizon's 13 values: "
+                                             "nothing is left to train on once it is held out"),
     "missing file": (lambda p, f: ["--data", "custom", "--root_path", str(p), "--data_path", "nope.csv"],
                      "data file not found"),
     "unreadable file": (_binary, "cannot read as CSV"),

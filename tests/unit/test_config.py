@@ -91,7 +91,11 @@ LATER = {"val_windows": ["--val_windows", "20"], "train_steps": ["--train_steps"
          "val_every": ["--train_steps", "30", "--val_every", "10"], "fsdp": ["--ddp", "--fsdp"],
          "date_format": ["--date_format", "%Y-%m-%d"], "dayfirst": ["--dayfirst"],
          "fill_missing": ["--fill_missing", "ffill"], "loss": ["--loss", "mae"],
-         "quantiles": ["--quantiles", "0.1,0.5,0.9"]}
+         "quantiles": ["--quantiles", "0.1,0.5,0.9"],
+         **{name: ["--task", "short_term", "--data", "m4", "--seasonal_patterns", "Weekly", *more]
+            for name, more in (("task", []), ("seasonal_patterns", []),
+                               ("lookback_multiple", ["--lookback_multiple", "3"]),
+                               ("history_multiple", ["--history_multiple", "5"]))}}
 
 
 @pytest.mark.parametrize("name", sorted(LATER))

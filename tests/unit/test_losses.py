@@ -39,9 +39,10 @@ def test_a_dialects_loss_is_ours_lower_cased_or_refused_in_one_line():
     tslib = ["--task_name", "long_term_forecast", "--model", "DLinear", "--data", "custom", "--pred_len", "8"]
     assert resolve(parse_args([*tslib, "--loss", "MSE"])).loss == "mse"
     assert resolve(parse_args([*tslib, "--loss", "MAE"])).loss == "mae"
-    with pytest.raises(ConfigError, match=r"--loss MAPE: the losses here are gaussian, huber, mae, mixture, mse, "
-                                          r"quantile, student_t \(add"):
-        parse_args([*tslib, "--loss", "MAPE"])
+    assert resolve(parse_args([*tslib, "--loss", "SMAPE"])).loss == "smape"
+    with pytest.raises(ConfigError, match=r"--loss DTW: the losses here are gaussian, huber, mae, mape, mase, "
+                                          r"mixture, mse, quantile, smape, student_t \(add"):
+        parse_args([*tslib, "--loss", "DTW"])
 
 
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -223,3 +224,20 @@ def test_samples_are_asked_only_of_a_distribution_in_one_line(flags, message):
     with pytest.raises(ConfigError) as e:
         resolve(parse_args([*DLINEAR, *flags]))
     assert message in str(e.value)
+
+
+def test_tslibs_short_term_losses_and_their_division_by_zero():
+    """TSLib's mape_loss, smape_loss and mase_loss (utils/losses.py there), a division by zero counted as 0."""
+    pred = torch.tensor([[[2.0], [0.0], [3.0]]])
+    true = torch.tensor([[[1.0], [0.0], [4.0]]])
+    assert losses.get("mape")(pred, true).item() == pytest.approx((1 / 1 + 0 + 1 / 4) / 3)
+    assert losses.get("smape")(pred, true).item() == pytest.approx(200 * (1 / 3 + 0 + 1 / 7) / 3)
+    x = torch.tensor([[[1.0], [3.0], [2.0], [6.0]]])  # seasonal differences at m = 2: |2 - 1|, |6 - 3|
+    mase = losses.objective("mase", LEVELS, season=2)
+    assert mase(pred, true, x).item() == pytest.approx((1 + 0 + 1) / 2 / 3)
+    assert losses.objective("mase", LEVELS, season=4)(pred, true, x).item() == pytest.approx(
+        (1 + 0 + 1) / (7 / 3) / 3), "a season as long as the input: the naive forecast's scale"
+    assert mase(pred, true, torch.ones(1, 4, 1)).item() == 0, "an input that does not change has no scale: 0"
+    p = pred.clone().requires_grad_()
+    losses.get("smape")(p, true).backward()  # the denominator is held constant: d/df 200|f - y| / (|f| + |y|) / n
+    assert p.grad[0, 0, 0].item() == pytest.approx(200 / 3 / 3)

@@ -5,32 +5,20 @@ import pytest
 
 from data_provider import m4 as m4_data
 from scripts.reproduce import m4_benchmarks
+from tests.conftest import m4_files, write_m4
 from utils import m4
 from utils.errors import ConfigError
-
-
-def _write(path, rows):
-    width = max(len(values) for _, values in rows)
-    with open(path, "w") as f:
-        f.write(",".join(f'"V{i + 1}"' for i in range(width + 1)) + "\n")
-        for name, values in rows:
-            f.write(",".join([f'"{name}"', *(f"{v:g}" for v in values), *[""] * (width - len(values))]) + "\n")
-
-
-def _m4_files(root, subset, train, test):
-    _write(root / f"{subset}-train.csv", [(f"M{i + 1}", x) for i, x in enumerate(train)])
-    _write(root / f"{subset}-test.csv", [(f"M{i + 1}", y) for i, y in enumerate(test)])
 
 
 def test_the_reader_keeps_each_series_to_its_last_value_and_pairs_train_with_test(tmp_path):
     """A Monthly-shaped file (horizon 18): the other subsets read as the shipped Hourly and Weekly ones."""
     train = [np.arange(1, 31, dtype=float), np.arange(5, 60, dtype=float)]
     test = [np.full(18, 7.0), np.full(18, 8.5)]
-    _m4_files(tmp_path, "Monthly", train, test)
+    m4_files(tmp_path, "Monthly", train, test)
     series, values = m4_data.load(str(tmp_path), "Monthly")
     assert [len(x) for x in series] == [30, 55] and np.array_equal(series[1], train[1])
     assert values.shape == (2, 18) and values[1, 0] == 8.5
-    _write(tmp_path / "Monthly-test.csv", [("M1", test[0]), ("M2", np.full(17, 1.0))])
+    write_m4(tmp_path / "Monthly-test.csv", [("M1", test[0]), ("M2", np.full(17, 1.0))])
     with pytest.raises(ConfigError, match="18 values each"):
         m4_data.load(str(tmp_path), "Monthly")
     with pytest.raises(ConfigError, match="Hourly-train.csv: no such file"):
@@ -82,7 +70,7 @@ def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_
               for n in (100, 130, 170)]
     m4_dir = tmp_path / "m4"
     m4_dir.mkdir()
-    _m4_files(m4_dir, "Hourly", [x[:-48] for x in series], [x[-48:] for x in series])
+    m4_files(m4_dir, "Hourly", [x[:-48] for x in series], [x[-48:] for x in series])
     text = m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Hourly"])
     assert "| Hourly | Naive2 |" in text and "| 1.000 | 18.383 / 2.395 / 1.000 |" in text
     scored, _ = m4_benchmarks.scores([x[:-48] for x in series], np.stack([x[-48:] for x in series]), 24)

@@ -59,6 +59,20 @@ def test_shipped_scripts_are_what_make_scripts_writes():
     assert "TSLib's FEDformer_ETTh1.sh" in shipped["fedformer_ETTh1.sh"].splitlines()[1]
 
 
+def test_shipped_short_term_scripts_are_what_make_scripts_writes_and_resolve_for_every_subset():
+    from exp.config import resolve
+    from scripts import make_scripts
+    folder = os.path.join(REPO, "scripts", "short_term_forecast")
+    shipped = {name: open(os.path.join(folder, name)).read() for name in os.listdir(folder) if name.endswith(".sh")}
+    assert shipped == {f"{model}_M4.sh": make_scripts.short_term_script(model) for model in make_scripts.SHORT_TERM}
+    for model in make_scripts.SHORT_TERM:
+        for subset in make_scripts.M4_SUBSETS:
+            config = resolve(parse_args(make_scripts.short_term_flags(model, subset)))
+            assert config.task == "short_term" and config.seasonal_patterns == subset
+    hourly = resolve(parse_args(make_scripts.short_term_flags("nbeats", "Hourly")))
+    assert (hourly.seq_len, hourly.train_steps, hourly.batch_size) == (96, 5000, 1024)
+
+
 def test_benchmark_file_names_map_to_paper_dataset_names():
     from data_provider.factory import dataset_name
     assert dataset_name(parse_args(["--data", "custom", "--data_path", "national_illness.csv"])) == "ILI"

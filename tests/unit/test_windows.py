@@ -151,3 +151,24 @@ def test_time_features_are_scaled_to_half_unit_range():
     f = time_features(pd.date_range("2021-01-01", periods=100, freq="15min"), 100)
     assert f.shape == (100, 5) and f.min() >= -0.5 and f.max() <= 0.5
     assert time_features(None, 7).shape == (7, 1)
+
+
+def test_an_epoch_of_drawn_windows_is_the_first_of_its_permutation_and_the_same_under_ranks():
+    """SeriesWindows' epochs (the short-term task): per_epoch windows of a fresh permutation per epoch, cut to whole
+    global steps; two ranks take exactly one process's windows, step by step."""
+    one = ShuffledShard(1000, 0, 1, seed=7, step_windows=4, lazy=True, per_epoch=30)
+    assert len(one) == 28  # 30 drawn, cut to whole steps of 4
+    ranks = [ShuffledShard(1000, r, 2, seed=7, step_windows=2, lazy=True, per_epoch=30) for r in range(2)]
+    for epoch in (0, 3):
+        for shard in (one, *ranks):
+            shard.set_epoch(epoch)
+        mine = one.take(0, len(one))
+        theirs = torch.stack([r.take(0, len(r)) for r in ranks], 1).flatten()
+        assert torch.equal(mine, theirs)
+        assert len(set(mine.tolist())) == 28 and int(mine.max()) < 1000
+    one.set_epoch(0)
+    first = one.take(0, 28)
+    one.set_epoch(1)
+    assert not torch.equal(first, one.take(0, 28)), "each epoch draws anew"
+    assert len(ShuffledShard(1000, 0, 2, seed=7, step_windows=64, lazy=True, per_epoch=30)) == 64, \
+        "an epoch holds at least one global step"

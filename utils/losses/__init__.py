@@ -1,7 +1,8 @@
 """Training losses, each defined once. A loss is what training minimises and validation reports (early stopping
 and the best checkpoint read it). Three kinds:
 
-  point          one value per forecast point: (pred, true) -> the mean loss (MSE, MAE, Huber);
+  point          one value per forecast point: (pred, true) -> the mean loss (MSE, MAE, Huber); one that
+                 reads_input also gets the window's input and the data's season (MASE);
   quantile       one value per level of --quantiles per point, scored by the pinball loss;
   distribution   a distribution's parameters per point (Family), scored by its negative log-likelihood.
 
@@ -59,6 +60,7 @@ class Loss:
     help: str = ""
     kind: str = "point"
     family: Family | None = None    # distribution: its parameters and their negative log-likelihood
+    reads_input: bool = False       # point: value(pred, true, insample, season), scaled by the window's input
 
 
 class LossFileError(ValueError):
@@ -73,6 +75,8 @@ def registry() -> dict:
         if loss.kind not in KINDS or (loss.kind == "distribution") != (loss.family is not None):
             raise LossFileError(f"utils/losses: loss {loss.name!r} must be of a kind in {KINDS}, with a family "
                                 "exactly when it is a distribution")
+        if loss.reads_input and loss.kind != "point":
+            raise LossFileError(f"utils/losses: loss {loss.name!r} reads the input: only a point loss can")
     return found
 
 
@@ -106,9 +110,10 @@ def _median(levels: torch.Tensor, ordered: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Objective:
-    """A loss bound to the run's quantile levels (--quantiles)."""
+    """A loss bound to the run's quantile levels (--quantiles) and the data's season (a loss that reads the input)."""
     loss: Loss
     levels: tuple
+    season: int = 1
 
     @property
     def outputs(self) -> int:
@@ -119,7 +124,10 @@ class Objective:
     def probabilistic(self) -> bool:
         return self.loss.kind != "point"
 
-    def __call__(self, out: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    def __call__(self, out: torch.Tensor, true: torch.Tensor, insample: torch.Tensor | None = None) -> torch.Tensor:
+        """insample: the windows' input (batch, lookback, channels), on the forecast's channels (the last)."""
+        if self.loss.reads_input:
+            return self.loss.value(out, true, insample[:, :, -true.shape[2]:], self.season)
         if self.loss.kind == "point":
             return self.loss.value(out, true)
         if self.loss.kind == "quantile":
@@ -161,5 +169,5 @@ class Objective:
         return torch.tensor(self.levels, dtype=torch.float64, device=out.device)
 
 
-def objective(name: str, levels: tuple) -> Objective:
-    return Objective(registry()[name], tuple(levels))
+def objective(name: str, levels: tuple, season: int = 1) -> Objective:
+    return Objective(registry()[name], tuple(levels), season)

@@ -45,17 +45,18 @@ class Forecast:
     (--quantiles), whether it is a point mass (a point forecast: every quantile is the point), its samples
     (batch, time, channels, samples), sorted along the samples (None: a forecast that is not made of samples), and
     the windows' inputs (batch, lookback, channels of the forecast; None: not given) with the series' season,
-    which scaled metrics (MASE, MSIS) divide by."""
+    which scaled metrics (MASE, MSIS) divide by, or the data's own scale of each window (None: from the inputs)."""
 
     def __init__(self, point: torch.Tensor, quantiles: Callable[[torch.Tensor], torch.Tensor], grid: torch.Tensor,
                  point_mass: bool = False, samples: torch.Tensor | None = None):
         self.point, self.grid, self.point_mass, self.samples = point, grid, point_mass, samples
         self._quantiles, self._known, self._memo = quantiles, {}, {}
-        self.insample, self.season = None, 1
+        self.insample, self.season, self.scale = None, 1, None
 
-    def given(self, insample: torch.Tensor, season: int) -> "Forecast":
-        """The forecast with the windows' inputs it was made from."""
-        self.insample, self.season = insample.double(), season
+    def given(self, insample: torch.Tensor, season: int, scale: torch.Tensor | None = None) -> "Forecast":
+        """The forecast with the windows' inputs it was made from; scale (windows, 1, 1): the scale of the scaled
+        metrics where the data give one (M4: each series' whole history), else they take it from the inputs."""
+        self.insample, self.season, self.scale = insample.double(), season, scale
         return self
 
     def quantile(self, levels: torch.Tensor) -> torch.Tensor:
@@ -81,6 +82,7 @@ class Forecast:
         out = Forecast(affine(self.point), lambda levels: affine(self.quantile(levels), True), self.grid,
                        self.point_mass, affine(self.samples, True))
         out.insample, out.season = affine(self.insample), self.season
+        out.scale = None if self.scale is None else self.scale * std
         return out
 
 

@@ -1,8 +1,8 @@
 """Metrics scaled by the seasonal-naive forecast's error, as GIFT-Eval (MASE) and the M4 competition (MSIS) define
 them, per point, with the scale taken over each window's input (GluonTS's in-sample history of a test instance):
 the mean of |x_t - x_(t-m)| over the lookback, m the series' season (data_provider/factory.py: seasonality; 1
-where the lookback is not longer than it), per window and channel. A window whose input does not change has no
-scale: NaN.
+where the lookback is not longer than it), per window and channel; in the short-term task (M4) over each series'
+whole training history instead, as the competition's MASE. A window whose input does not change has no scale: NaN.
 
   mase   |y - f| / scale, f the point forecast (the median of quantiles, the mean of a distribution);
   msis   the interval score of the central 95% interval (l, u) = quantiles 0.025 and 0.975, divided by the scale:
@@ -18,7 +18,10 @@ ALPHA = 0.05  # the M4 competition's: the 95% interval
 
 
 def seasonal_scale(forecast) -> torch.Tensor:
-    """(windows, 1, channels): the mean absolute seasonal difference of each window's input."""
+    """(windows, 1, channels): the mean absolute seasonal difference of each window's input, or the scale the
+    data give (the short-term task: of the series' whole training history, as M4's MASE)."""
+    if forecast.scale is not None:
+        return forecast.scale
     x = forecast.insample
     if x is None:
         return torch.full_like(forecast.point[:, :1], float("nan"))
