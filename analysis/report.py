@@ -34,6 +34,7 @@ from utils import cli
 from utils.errors import ConfigError
 from utils.files import write_atomic
 from utils.fingerprints import config_hash
+from utils.m4 import weighted_average
 from utils.provenance import machine_kind
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +42,10 @@ DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.cs
 DEFAULT_SETTINGS = os.path.join(HERE, "scripts", "reproduce", "paper_settings.json")
 DEFAULT_LEDGER = os.path.join(HERE, "scripts", "reproduce", "runs.csv")
 LEDGER_FIELDS = ("model", "dataset", "seq_len", "horizon", "test", "seeds", "mse", "mae", "mse_min", "mse_max",
-                 "seconds", "setting_id", "commit", "machine", "source")
+                 "seconds", "setting_id", "commit", "machine", "source", "smape", "mase", "owa")
+SHORT_TERM = ("smape", "mase", "owa")  # the short-term task's measures (M4), recorded for its runs
+M4_PREFIX = "M4-"  # a short-term run's dataset: M4-<subset>
+DEFAULT_M4_BENCHMARKS = os.path.join(HERE, "scripts", "reproduce", "m4_benchmarks.csv")
 ORDER = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7, "ILI": 8}
 # what a configuration must share with the paper's setting; the data file is compared by name, not by
 # fingerprint (each machine has its own copy), and free-form tags do not count
@@ -72,6 +76,11 @@ def load_runs(results_dir: str) -> tuple:
         m["run_seconds"] = _run_seconds(os.path.dirname(m["folder"]))
         groups[key].append(m)
     return groups, skipped
+
+
+def is_short_term(m: dict) -> bool:
+    """A run of the short-term task (the M4 protocol: docs/short_term.md)."""
+    return m["config"]["task"].get("task") == "short_term"
 
 
 def no_runs(results_dir: str, skipped: list) -> ConfigError:
@@ -127,6 +136,11 @@ def paper_mismatch(run: dict, setting: dict | None) -> str | None:
     return "differs from the paper's setting: " + ", ".join(found) if found else None
 
 
+def _published(paper: dict | None, metric: str) -> float | None:
+    """A published number of a reference row (None: no row, or a cell the source leaves empty, as N-HiTS's MAE)."""
+    return float(paper[metric]) if paper and paper.get(metric) else None
+
+
 def _gap(ours: float, paper: float | None) -> float | None:
     return None if paper is None else (ours - paper) / paper
 
@@ -165,7 +179,7 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         m = groups[key][0]
         return ORDER.get(m["dataset"], 99), m["dataset"], m["test_pred_len"], m["model"], m["seq_len"], key
 
-    for key in sorted(groups, key=order):
+    for key in sorted((key for key in groups if not is_short_term(groups[key][0])), key=order):
         runs = groups[key]
         m = runs[0]
         mses = [r["mse"] for r in runs]
@@ -176,8 +190,7 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         if reason:
             notes.append(f"{m['model']} {m['dataset']} {m['test']} ({m['config_id']}, {len(runs)} runs): {reason}")
             paper = None
-        paper_mse = float(paper["mse"]) if paper else None
-        paper_mae = float(paper["mae"]) if paper else None
+        paper_mse, paper_mae = _published(paper, "mse"), _published(paper, "mae")
         mse_gap = _gap(mse, paper_mse)
         compared += paper is not None
         misses += mse_gap is not None and mse_gap > tolerance
@@ -185,6 +198,99 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
                      f"{mse:.3f} | {_cell(paper_mse)} | {_gap_cell(mse_gap, tolerance)} | {mae:.3f} | "
                      f"{_cell(paper_mae)} | {_gap_cell(_gap(mae, paper_mae), tolerance)} | {m['config_id']} |")
     return "\n".join(lines), compared, misses, notes, unpublished
+
+
+def short_term_table(groups: dict, m4_reference: dict) -> str:
+    """Short-term runs (M4) per subset: each configuration's sMAPE, MASE and OWA, its seeds averaged, then the
+    competition's published rows of that subset (scripts/reproduce/paper_results.csv, protocol m4). Empty: none."""
+    by_subset = defaultdict(list)
+    for runs in groups.values():
+        if is_short_term(runs[0]):
+            by_subset[runs[0]["dataset"].removeprefix(M4_PREFIX)].append(runs)
+    if not by_subset:
+        return ""
+    lines = ["| subset | model | lookback | runs | sMAPE | MASE | OWA | configuration |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += _over_subsets(by_subset)
+    for subset in sorted(by_subset, key=_subset_order):
+        for runs in sorted(by_subset[subset], key=lambda rs: (rs[0]["model"], rs[0]["seq_len"], rs[0]["config_id"])):
+            m = runs[0]
+            means = (sum(r[k] for r in runs) / len(runs) for k in SHORT_TERM)
+            lines.append(f"| {subset} | {m['model']} | {m['seq_len']} | {len(runs)} | "
+                         + " | ".join(f"{v:.3f}" for v in means) + f" | {m['config_id']} |")
+        lines += [f"| {subset} | {model} (published) | | | " + " | ".join(r[k] for k in SHORT_TERM) + " | |"
+                  for (model, dataset, _, _), r in m4_reference.items() if dataset == subset]
+    return "\n".join(lines)
+
+
+def m4_section(rows: list, m4_reference: dict, benchmarks: list) -> list:
+    """The results page's short-term section: per M4 subset, our networks' paper-setting runs (ledger rows, seeds
+    averaged), our statistical benchmarks (benchmarks: m4_benchmarks.csv rows) and the competition's published rows,
+    each with sMAPE, MASE and OWA; the published value beside ours where the competition ran the same method."""
+    subsets = {r["dataset"].removeprefix(M4_PREFIX) for r in rows} | {b["subset"] for b in benchmarks}
+    if not subsets:
+        return []
+    lines = ["## M4 (short-term)", "", "The short-term task ([short_term.md](short_term.md)): our networks' runs, our "
+             "statistical benchmarks (`python -m scripts.reproduce.m4_benchmarks --record`, each with its commit) and "
+             "the competition's published numbers (M4-methods' \"Evaluation and Ranks.xlsx\"). OWA: relative to "
+             "Naive2 on the same series.", "",
+             "| subset | method | | sMAPE | MASE | OWA | published sMAPE | published MASE | published OWA | time per "
+             "run |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for subset in sorted(subsets, key=_subset_order):
+        cells = defaultdict(list)
+        for r in rows:
+            if r["dataset"] == M4_PREFIX + subset:
+                cells[r["model"], r["seq_len"]].append(r)
+        for (model, lookback), cell in sorted(cells.items()):
+            n = sum(len(r["seeds"]) for r in cell)
+            means = [sum(r[k] * len(r["seeds"]) for r in cell) / n for k in SHORT_TERM]
+            time_cell = _time_per_run([(r["seconds"], len(r["seeds"]), machine_kind(r["machine"])) for r in cell
+                                       if r["seconds"] is not None])
+            label = "ours" if n == 1 else f"ours ({n} seeds)"
+            lines.append(f"| {subset} | {model} (lookback {lookback}) | {label} | "
+                         + " | ".join(_cell(v) for v in means) + " | — | — | — | " + time_cell + " |")
+        for b in (b for b in benchmarks if b["subset"] == subset):
+            published = m4_reference.get((b["benchmark"], subset, 0, int(b["horizon"])), {})
+            lines.append(f"| {subset} | {b['benchmark']} | ours ({b['commit']}) | "
+                         + " | ".join(_cell(float(b[k])) for k in SHORT_TERM) + " | "
+                         + " | ".join(published.get(k) or "—" for k in SHORT_TERM) + " | — |")
+        ran = {b["benchmark"] for b in benchmarks if b["subset"] == subset}
+        lines += [f"| {subset} | {model} | published | — | — | — | " + " | ".join(r[k] for k in SHORT_TERM) + " | — |"
+                  for (model, dataset, _, _), r in m4_reference.items() if dataset == subset and model not in ran]
+    return lines + [""]
+
+
+def load_m4_benchmarks(path: str) -> list:
+    """The rows m4_benchmarks.py --record wrote (none: no file)."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _over_subsets(by_subset: dict) -> list:
+    """The competition's average over the subsets (utils/m4.py: weighted_average) of each model run with one
+    configuration on each of several subsets, its seeds averaged per subset."""
+    configs = defaultdict(dict)  # model -> subset -> [configurations]
+    for subset, groups in by_subset.items():
+        for runs in groups:
+            configs[runs[0]["model"]].setdefault(subset, []).append(runs)
+    lines = []
+    for model, subsets in sorted(configs.items()):
+        if len(subsets) < 2 or any(len(groups) > 1 for groups in subsets.values()):
+            continue
+        per_subset = [(groups[0][0]["n_test_windows"], *(sum(r[k] for r in groups[0]) / len(groups[0])
+                                                         for k in ("smape", "mase", "smape_naive2", "mase_naive2")))
+                      for groups in subsets.values()]
+        names = ", ".join(sorted(subsets, key=_subset_order))
+        lines.append(f"| all of {names} | {model} | | | " + " | ".join(f"{v:.3f}" for v in weighted_average(per_subset))
+                     + " | weighted by series |")
+    return lines
+
+
+def _subset_order(subset: str) -> tuple:
+    order = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")
+    return (order.index(subset) if subset in order else len(order), subset)
 
 
 PAGE_HORIZONS = {"ILI": (24, 36, 48, 60)}
@@ -221,7 +327,8 @@ def paper_rows(groups: dict, settings: dict) -> list:
                          "mae": r["mae"], "mse_min": r["mse"], "mse_max": r["mse"], "seconds": r.get("run_seconds"),
                          "setting_id": setting_id(setting), "commit": _commit(provenance),
                          "machine": provenance.get("device") or provenance.get("host", "?"),
-                         "source": f"{r['setting']}/{r['test']}"})
+                         "source": f"{r['setting']}/{r['test']}",
+                         **{k: r.get(k) if is_short_term(r) else None for k in SHORT_TERM}})
     return rows
 
 
@@ -237,7 +344,8 @@ def load_ledger(path: str) -> list:
     for r in rows:
         r.update(seq_len=int(r["seq_len"]), horizon=int(r["horizon"]), seeds=[int(s) for s in r["seeds"].split()],
                  seconds=float(r["seconds"]) if r["seconds"] else None,
-                 **{k: float(r[k]) for k in ("mse", "mae", "mse_min", "mse_max")})
+                 **{k: float(r[k]) for k in ("mse", "mae", "mse_min", "mse_max")},
+                 **{k: float(r[k]) if r.get(k) else None for k in SHORT_TERM})  # empty: a long-term run
     return rows
 
 
@@ -255,7 +363,8 @@ def record(path: str, rows: list) -> list:
             for r in sorted(ledger + added, key=order):
                 out.writerow({**r, "seeds": " ".join(map(str, r["seeds"])),
                               "seconds": "" if r["seconds"] is None else _seconds(r["seconds"]),
-                              **{k: f"{r[k]:.6g}" for k in ("mse", "mae", "mse_min", "mse_max")}})
+                              **{k: f"{r[k]:.6g}" for k in ("mse", "mae", "mse_min", "mse_max")},
+                              **{k: "" if r.get(k) is None else f"{r[k]:.6g}" for k in SHORT_TERM}})
         write_atomic(path, write, "w")
     return added
 
@@ -276,15 +385,18 @@ def _time_per_run(timed: list) -> str:
     return "; ".join(parts) or "—"
 
 
-def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None) \
-        -> tuple:
+def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None,
+                 m4_reference: dict | None = None, m4_benchmarks: list | None = None) -> tuple:
     """(the results page (docs/results.md) from ledger rows of paper-setting runs, with the paper's numbers;
-    the rows listed apart, their setting no longer the scripts')."""
+    the rows listed apart, their setting no longer the scripts'). The short-term (M4) runs get a section of their
+    own, beside our statistical benchmarks (m4_benchmarks.py --record) and the competition's published rows."""
     current = {key: setting_id(setting) for key, setting in settings.items()}
-    by_cell, stale = defaultdict(list), []
+    by_cell, stale, short_term = defaultdict(list), [], []
     for r in rows:
         if current.get((r["model"], r["dataset"], r["horizon"])) != r["setting_id"]:
             stale.append(r)
+        elif r["dataset"].startswith(M4_PREFIX):
+            short_term.append(r)
         else:
             by_cell[r["dataset"], r["model"], r["seq_len"], r["horizon"]].append(r)
     found = defaultdict(dict)  # (dataset, model, lookback) -> horizon -> cell
@@ -294,11 +406,11 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
         found[dataset, model, lookback][horizon] = {
             "mse": sum(r["mse"] * len(r["seeds"]) for r in cell_rows) / n,
             "mae": sum(r["mae"] * len(r["seeds"]) for r in cell_rows) / n, "runs": n,
-            "paper_mse": float(paper["mse"]) if paper else None, "paper_mae": float(paper["mae"]) if paper else None,
+            "paper_mse": _published(paper, "mse"), "paper_mae": _published(paper, "mae"),
             "seconds": [(r["seconds"], len(r["seeds"]), machine_kind(r["machine"])) for r in cell_rows
                         if r["seconds"] is not None],
             "mse_range": (min(r["mse_min"] for r in cell_rows), max(r["mse_max"] for r in cell_rows))}
-    machines = {r["machine"] for cell_rows in by_cell.values() for r in cell_rows}
+    machines = {r["machine"] for cell_rows in [*by_cell.values(), short_term] for r in cell_rows}
     origin = (f"the runs recorded in `{ledger}` (each with its commit and machine)" if ledger else
               "the runs of the paper-setting scripts (`scripts/long_term_forecast/`)")
     lines = ["# Results", "", f"Generated by `python -m analysis.report RESULTS_DIR --page docs/results.md"
@@ -350,6 +462,7 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
                    for (model, _), row in cells.items() for h in horizons if h in row and row[h]["runs"] > 1]
         lines += ["", "MSE range over seeds: " + "; ".join(spreads) + "."] if spreads else []
         lines.append("")
+    lines += m4_section(short_term, m4_reference or {}, m4_benchmarks or [])
     lines.append("Machines: " + "; ".join(sorted(machines)) + "." if machines else "No paper-setting runs yet.")
     if stale:  # recorded results stay in sight, apart from the table they no longer belong to
         lines += ["", "Recorded under an earlier paper setting (its script has changed since; not in the tables): " +
@@ -384,7 +497,8 @@ def main(argv=None) -> None:
                          "".join(f"\n- {r['source']} ({r['commit']})" for r in added) + "\n")
         rows = load_ledger(args.ledger)
     if args.page:
-        page, stale = results_page(rows, reference, settings, args.tolerance, args.ledger)
+        page, stale = results_page(rows, reference, settings, args.tolerance, args.ledger,
+                                   load_reference(args.reference, "m4"), load_m4_benchmarks(DEFAULT_M4_BENCHMARKS))
         write_atomic(args.page, lambda f: f.write(page), "w")
         if stale:
             sys.stdout.write(f"left out of {args.page}'s tables: {len(stale)} recorded cells whose paper setting the "
@@ -399,6 +513,9 @@ def main(argv=None) -> None:
             f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗); {len(notes)} not at the "
             f"paper's setting (below), {unpublished} with no paper number for their model, dataset, lookback and "
             "horizon. Gap = (ours - paper) / paper; a row averages the seeds of one configuration.\n")
+    short_term = short_term_table(groups, load_reference(args.reference, "m4"))
+    if short_term:
+        text += f"\nShort-term (M4) runs, each subset's with the competition's published rows:\n\n{short_term}\n"
     if notes or skipped:
         text += "\nNot compared with the paper or left out:\n" + "".join(f"- {n}\n" for n in notes) \
             + "".join(f"- {path}: {reason}\n" for path, reason in skipped)

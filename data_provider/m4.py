@@ -68,6 +68,11 @@ def paths(root: str, subset: str) -> list:
     return [os.path.join(root, f"{subset}-{split}.csv") for split in ("train", "test")]
 
 
+def file_name(subset: str) -> str:
+    """A subset's data as a run's identity names it: both of its files."""
+    return f"{subset}-train.csv+{subset}-test.csv"
+
+
 def load(root: str, subset: str) -> tuple[list, np.ndarray]:
     """(training series, test values (series, horizon)) of a subset under root (the folder of the M4 files)."""
     return load_named(root, subset)[1:]
@@ -144,7 +149,7 @@ def short_term_data(args, device: torch.device, uses_marks: bool = False):
                                                                                     args.seasonal_patterns)).encode())
     identity = StandardScale(np.zeros(len(train)), np.ones(len(train)))  # M4's series are scored as they are
     return DataBundle(f"M4-{args.seasonal_patterns}", windows, 1, int(uses_marks), ids, identity,
-                      f"{args.seasonal_patterns}-train.csv+{args.seasonal_patterns}-test.csv", fingerprint, m, "naive2")
+                      file_name(args.seasonal_patterns), fingerprint, m, "naive2")
 
 
 def _scales(series: list, m: int, device: torch.device) -> torch.Tensor:

@@ -35,16 +35,21 @@ class Block(nn.Module):
     of seq_len points and knots, k x max(horizon // freq_downsample, 1), interpolated to the horizon."""
 
     def __init__(self, seq_len: int, horizon: int, widths: list[int], pool_kernel: int, freq_downsample: int,
-                 pooling: str, interpolation: str, dropout: float, activation: str, n_outputs: int):
+                 pooling: str, interpolation: str, dropout: float, activation: str, n_outputs: int,
+                 first_activation: bool = False):
         super().__init__()
         self.seq_len, self.horizon, self.interpolation, self.n_outputs = seq_len, horizon, interpolation, n_outputs
         pool = nn.MaxPool1d if pooling == "max" else nn.AvgPool1d
         self.pooling = pool(kernel_size=pool_kernel, stride=pool_kernel, ceil_mode=True)
         act = nn.ReLU() if activation == "relu" else nn.GELU()
-        # neuralforecast's MLP: a first linear layer without activation, then linear + activation (+ dropout)
-        layers = [nn.Linear(-(-seq_len // pool_kernel), widths[0])]
+        def activated() -> list:
+            return [act] + ([Dropout(dropout)] if dropout > 0 else [])
+
+        # neuralforecast's MLP: a first linear layer without activation (the paper's code activates it too), then
+        # linear + activation (+ dropout)
+        layers = [nn.Linear(-(-seq_len // pool_kernel), widths[0]), *(activated() if first_activation else [])]
         for width_in, width_out in zip(widths, widths[1:]):
-            layers += [nn.Linear(width_in, width_out), act] + ([Dropout(dropout)] if dropout > 0 else [])
+            layers += [nn.Linear(width_in, width_out), *activated()]
         self.n_knots = max(horizon // freq_downsample, 1)
         layers.append(nn.Linear(widths[-1], seq_len + n_outputs * self.n_knots))
         self.layers = nn.Sequential(*layers)
@@ -79,7 +84,8 @@ class Model(nn.Module):
     The paper's long-horizon runs (cchallu/n-hits nhits_multivariate.py; datasets ETTm2, ECL, Exchange, traffic,
     weather, ILI: no ETTh1) take a window of 5 x horizon (ILI: horizons 24, 36, 48, 60; the others 96, 192,
     336, 720), 3 stacks of 1 block, MLPs of 2 layers of 512 units (with an activation after each: the paper code's
-    block, not neuralforecast's), and choose by a 10-trial hyperopt search on validation MAE, per dataset and
+    block, --mlp_units 512,512 --first_activation here; scripts/long_term_forecast/nhits_ILI.sh), and choose
+    by a 10-trial hyperopt search on validation MAE, per dataset and
     horizon, n_pool_kernel_size among [1,1,1], [2,2,2], [4,4,4], [8,8,8], [8,4,1], [16,8,1] and
     n_freq_downsample among [168,24,1], [24,12,1], [180,60,1], [60,8,1], [40,20,1]; the values chosen are not
     published there. Training: MAE, Adam at 1e-3 halved 3 times over 1000 steps, batches of 256 windows, early
@@ -110,6 +116,8 @@ class Model(nn.Module):
                                    choices=("max", "average"))
         interpolation_mode: str = hparam("linear", "interpolation of the knots to the horizon",
                                          choices=("linear", "nearest", "cubic"))
+        first_activation: bool = hparam(False, "an activation after a block's first linear layer too, as the N-HiTS "
+                                               "paper's code (cchallu/n-hits) has; neuralforecast's has none")
         dropout: float = dropout(0.0)
         activation: str = activation("relu")
         use_norm: bool = use_norm()
@@ -128,7 +136,8 @@ class Model(nn.Module):
         self.n_outputs, self.use_norm = configs.n_outputs, configs.use_norm
         self.blocks = nn.ModuleList(
             Block(configs.seq_len, configs.output_token_len, widths, kernel, rate, configs.pooling_mode,
-                  configs.interpolation_mode, configs.dropout, configs.activation, self.n_outputs)
+                  configs.interpolation_mode, configs.dropout, configs.activation, self.n_outputs,
+                  configs.first_activation)
             for blocks, kernel, rate in zip(n_blocks, kernels, downsample) for _ in range(blocks))
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:

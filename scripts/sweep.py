@@ -88,26 +88,45 @@ def expand(tokens: list, whole: set = frozenset()) -> list:
 
 def paper_cells(models_: list, datasets: list, data_root: str, horizons: list | None = None) -> tuple:
     """(run.py argvs of the paper-setting scripts of these models on these datasets, at their benchmark horizons
-    or those of `horizons` among them; notes on absent ones)."""
+    or those of `horizons` among them; notes on absent ones). A dataset M4-<Subset> (or M4: every subset) is the
+    short-term task's (scripts/short_term_forecast/)."""
     from scripts import make_scripts  # noqa: PLC0415
     cells, notes = [], []
     for model in models_:
-        if model not in make_scripts.MODELS:
+        if model not in make_scripts.MODELS and model not in make_scripts.SHORT_TERM:
             raise ConfigError(f"model {model} has no paper settings (scripts/make_scripts.py has them for "
-                              f"{', '.join(make_scripts.MODELS)})")
+                              f"{', '.join([*make_scripts.MODELS, *make_scripts.SHORT_TERM])})")
         for ds in datasets:
+            if ds == "M4" or ds.startswith("M4-"):
+                cells += _m4_cells(make_scripts, model, ds, notes)
+                continue
             if ds not in make_scripts.DATASETS:
                 raise ConfigError(f"dataset {ds} is not a benchmark of scripts/make_scripts.py (they are "
-                                  f"{', '.join(make_scripts.DATASETS)})")
-            if make_scripts.MODELS[model](ds) is None:
+                                  f"{', '.join(make_scripts.DATASETS)}, and M4 or M4-<Subset>)")
+            if model not in make_scripts.MODELS or make_scripts.MODELS[model](ds) is None:
                 notes.append(f"{model} has no paper setting on {ds}")
                 continue
             for horizon in (h for h in make_scripts.DATASETS[ds][1] if horizons is None or h in horizons):
-                argv = make_scripts.run_flags(model, ds, horizon)
-                at = argv.index("--root_path") + 1
-                argv[at] = argv[at].replace("./dataset", data_root.rstrip("/"), 1)
-                cells.append(argv)
-    return cells, notes
+                cells.append(make_scripts.run_flags(model, ds, horizon))
+    return [_under(argv, data_root) for argv in cells], notes
+
+
+def _m4_cells(make_scripts, model: str, ds: str, notes: list) -> list:
+    subsets = make_scripts.M4_SUBSETS if ds == "M4" else (ds.removeprefix("M4-"),)
+    unknown = [s for s in subsets if s not in make_scripts.M4_SUBSETS]
+    if unknown:
+        raise ConfigError(f"dataset {ds}: the M4 subsets are {', '.join(make_scripts.M4_SUBSETS)}")
+    if model not in make_scripts.SHORT_TERM:
+        notes.append(f"{model} has no short-term (M4) paper setting")
+        return []
+    return [make_scripts.short_term_flags(model, subset) for subset in subsets]
+
+
+def _under(argv: list, data_root: str) -> list:
+    """A script's argv with its ./dataset folder replaced by data_root."""
+    at = argv.index("--root_path") + 1
+    argv[at] = argv[at].replace("./dataset", data_root.rstrip("/"), 1)
+    return argv
 
 
 def label(argv: list) -> str:
@@ -428,7 +447,8 @@ def parse(argv: list) -> tuple:
                    help="processes per cell: N > 1 runs each cell under DDP")
     p.add_argument("--devices", help="comma list of the GPU ids to use (default: every visible GPU)")
     p.add_argument("--paper", help="comma list of models: their paper-setting scripts' cells (with --datasets)")
-    p.add_argument("--datasets", help="comma list of benchmark datasets for --paper")
+    p.add_argument("--datasets", help="comma list of benchmark datasets for --paper (M4 or M4-<Subset>: the "
+                                      "short-term task's, scripts/short_term_forecast/)")
     p.add_argument("--horizons", type=cli.int_list,
                    help="comma list: --paper's cells at these of each dataset's horizons only")
     p.add_argument("--data_root", default=os.environ.get("DATA_ROOT", "./dataset"),

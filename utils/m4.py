@@ -39,6 +39,14 @@ def owa(smape_mean: float, mase_mean: float, naive2_smape: float, naive2_mase: f
     return (smape_mean / naive2_smape + mase_mean / naive2_mase) / 2
 
 
+def weighted_average(subsets: list) -> tuple:
+    """The competition's average over subsets, [(series, sMAPE, MASE, Naive2's sMAPE, Naive2's MASE)] of each:
+    (sMAPE, MASE, OWA), each average weighted by the subsets' numbers of series, OWA from the weighted averages."""
+    n = sum(s[0] for s in subsets)
+    means = [sum(s[0] * s[i] for s in subsets) / n for i in range(1, 5)]
+    return means[0], means[1], owa(*means)
+
+
 def autocorrelation(x: np.ndarray, lag: int) -> float:
     centred = x - x.mean()
     return float(np.dot(centred[lag:], centred[:-lag]) / np.dot(centred, centred))

@@ -2,6 +2,7 @@
 import copy
 import json
 import os
+import shutil
 
 import pytest
 
@@ -20,7 +21,7 @@ def _paper_config(model, dataset, horizon):
 
 
 def _run(root, config, seed, mse, mae, test=None, world_size=1, epoch_seconds=None):
-    """A metrics.json as a run of this configuration and seed writes it."""
+    """A metrics.json as a run of this configuration and seed writes it; returns its path."""
     config = copy.deepcopy(config)
     config["training"]["seed"] = seed
     config["training"]["world_size"] = world_size
@@ -42,6 +43,7 @@ def _run(root, config, seed, mse, mae, test=None, world_size=1, epoch_seconds=No
     if epoch_seconds:
         (root / setting / "history.csv").write_text("epoch,train_seconds,eval_seconds\n" + "".join(
             f"{i + 1},{train},{evaluate}\n" for i, (train, evaluate) in enumerate(epoch_seconds)))
+    return root / setting / test / "metrics.json"
 
 
 def _rows(text):
@@ -180,3 +182,55 @@ def test_test_drop_last_scores_only_whole_batches(tiny_args):
     dropped = run.main(tiny_args + ["--train_epochs", "1", "--is_training", "0", "--test_drop_last"])[0]["metrics"]
     assert every["n_test_windows"] == 105 and dropped["n_test_windows"] == 96  # 6 batches of 16
     assert dropped["mse"] != every["mse"]
+
+
+def _short_term_run(root, config, seed, smape, mase, owa):
+    """A short-term (M4) run's metrics.json: its measures beside the long-term ones every test writes."""
+    path = _run(root, config, seed, 1.0, 1.0, epoch_seconds=[(4, 1)])
+    m = json.loads(path.read_text())
+    m.update(dataset=config["tag"]["model_id"].replace("_", "-"), smape=smape, mase=mase, owa=owa, smape_naive2=20.0,
+             mase_naive2=2.0, n_test_windows=100)
+    path.write_text(json.dumps(m))
+
+
+def test_short_term_runs_have_their_own_table_and_page_section_beside_the_competitions_rows(tmp_path, capsys):
+    results, ledger = tmp_path / "results", tmp_path / "runs.csv"
+    paper = _paper_config("nbeats", "M4-Hourly", 48)
+    _short_term_run(results, paper, 2021, 10.0, 0.80, 0.40)
+    _short_term_run(results, paper, 2022, 12.0, 1.00, 0.50)
+    short = copy.deepcopy(paper)
+    short["training"]["train_steps"] = 1500  # a CPU budget: not the paper's setting, in the report, not on the page
+    _short_term_run(results / "short", short, 2021, 20.0, 2.0, 1.0)
+    _run(results, _paper_config("dlinear", "ETTh1", 96), 2021, 0.370, 0.395)
+    _short_term_run(results / "weekly", _paper_config("nbeats", "M4-Weekly", 13), 2021, 6.0, 2.0, 0.4)
+    benchmarks = tmp_path / "m4_benchmarks.csv"
+    benchmarks.write_text("subset,benchmark,horizon,smape,mase,owa,commit,machine\n"
+                          "Hourly,theta,48,18.137,2.454,1.006,abc1234,Some CPU\n")
+    report.main([str(results)])
+    capsys.readouterr()
+    text = (results / "report.md").read_text()
+    assert "| Hourly | nbeats | 96 | 2 | 11.000 | 0.900 | 0.450 |" in text
+    assert "| Hourly | nbeats | 96 | 1 | 20.000 | 2.000 | 1.000 |" in text
+    assert "| Hourly | es_rnn (published) | | | 9.328 | 0.893 | 0.440 | |" in text
+    assert "| ETTh1 | 96 | dlinear |" in text and "| M4-Hourly |" not in text, "the long-term table holds no M4 run"
+    assert "| all of Weekly, Hourly | nbeats |" not in text, "Hourly has two configurations: no one average"
+    report.main([str(results), "--ledger", str(ledger)])
+    added = capsys.readouterr().out
+    assert "4 runs added" in added  # dlinear's, the N-BEATS Hourly paper setting's two seeds and its Weekly one
+    assert [r["dataset"] for r in report.load_ledger(ledger)].count("M4-Hourly") == 2, "not the shortened run"
+    shutil.rmtree(results / "short")
+    report.main([str(results)])
+    capsys.readouterr()
+    text = (results / "report.md").read_text()
+    # weighted by 100 series each: sMAPE (11 + 6) / 2, MASE (0.9 + 2) / 2, OWA of those against Naive2's 20 and 2
+    assert "| all of Weekly, Hourly | nbeats | | | 8.500 | 1.450 | 0.575 | weighted by series |" in text
+    rows = report.load_ledger(ledger)
+    page, _ = report.results_page(rows, report.load_reference(report.DEFAULT_REFERENCE),
+                                  report.load_settings(report.DEFAULT_SETTINGS), ledger=str(ledger),
+                                  m4_reference=report.load_reference(report.DEFAULT_REFERENCE, "m4"),
+                                  m4_benchmarks=report.load_m4_benchmarks(benchmarks))
+    section = page[page.index("## M4 (short-term)"):]
+    assert "| Hourly | nbeats (lookback 96) | ours (2 seeds) | 11.000 | 0.900 | 0.450 | — | — | — | 5 s |" in section
+    assert "| Hourly | theta | ours (abc1234) | 18.137 | 2.454 | 1.006 | 18.138 | 2.455 | 1.006 | — |" in section
+    assert "| Hourly | es_rnn | published | — | — | — | 9.328 | 0.893 | 0.440 | — |" in section
+    assert "| Hourly | theta | published |" not in section, "a method we ran is one row, the published beside it"

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+import models
 import run
 from data_provider import m4 as m4_data
 from exp.config import parse_args, resolve
@@ -134,3 +135,14 @@ def test_two_ranks_train_and_score_the_short_term_task_like_one_process(hourly, 
     for name in ("smape", "mase", "owa", "smape_naive2", "mase_naive2", "mse"):
         assert single["metrics"][name] == pytest.approx(r0["metrics"][name], rel=1e-5), name
     assert json.dumps(r0["metrics"]["n_test_windows"]) == "14"
+
+
+@pytest.mark.parametrize("name", [n for n in models.NAMES if models.capabilities(n).direct])
+def test_every_model_that_forecasts_directly_trains_on_the_short_term_task(name, hourly, tmp_path):
+    """The registry's direct models (the short-term task forecasts each series' horizon at once), at their tiny
+    sizes: a model that reads calendar features gets zeros for M4's dateless series."""
+    from tests.integration.test_models import tiny_flags
+    root, _, _ = hourly
+    args = _args(root, tmp_path, "--model", name, "--train_epochs", "1", "--input_token_len", "16", *tiny_flags(name))
+    metrics = run.main(args)[0]["metrics"]
+    assert metrics["n_test_windows"] == 14 and np.isfinite(metrics["owa"]) and np.isfinite(metrics["smape"])

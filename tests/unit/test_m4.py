@@ -1,5 +1,7 @@
 """The M4 competition's files, measures and simplest benchmarks (data_provider/m4.py, utils/m4.py) on generated
 series whose answers are known; scripts/reproduce/m4_benchmarks.py scores them as the competition did."""
+import csv
+
 import numpy as np
 import pytest
 
@@ -32,6 +34,20 @@ def test_smape_mase_and_owa_are_the_competitions_formulas():
     assert m4.mase_scale(insample, 2) == pytest.approx((1 + 3 + 2) / 3)
     assert m4.mase(insample, y, f, 2) == pytest.approx([0.5, 0.5])
     assert m4.owa(10.0, 2.0, 20.0, 1.0) == pytest.approx(1.25) and m4.owa(3.0, 4.0, 3.0, 4.0) == 1
+
+
+def test_the_average_over_subsets_is_the_competitions_total():
+    """M4-methods' "Evaluation and Ranks.xlsx", sheet Point Forecasts-Frequency (6c1067e): Naive2's and Theta's
+    sMAPE and MASE per subset (Yearly .. Hourly: 23000, 24000, 48000, 359, 4227, 414 series) give its Total column,
+    up to the per-subset values' rounding to 3 decimals (the sheet's Total is of the unrounded ones)."""
+    series = (23000, 24000, 48000, 359, 4227, 414)
+    naive2 = ((16.342, 11.012, 14.427, 9.161, 3.045, 18.383), (3.974, 1.371, 1.063, 2.777, 3.278, 2.395))
+    theta = ((14.593, 10.311, 13.002, 9.093, 3.053, 18.138), (3.382, 1.232, 0.970, 2.637, 3.262, 2.455))
+    totals = m4.weighted_average(list(zip(series, *theta, *naive2)))
+    assert totals[:2] == pytest.approx((12.30897, 1.696496), abs=5e-4)
+    assert totals[2] == pytest.approx(m4.owa(12.30897, 1.696496, 13.56407, 1.912112), abs=5e-4)  # the sheet's 0.897
+    assert m4.weighted_average(list(zip(series, *naive2, *naive2))) == pytest.approx((13.56407, 1.912112, 1.0),
+                                                                                      abs=5e-4)
 
 
 def test_naive2_continues_a_multiplicative_season_exactly_and_treats_noise_as_naive1():
@@ -78,3 +94,12 @@ def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_
     assert set(scored) == {"Naive1", "sNaive", "Naive2", "SES", "Holt", "Damped", "Theta", "Comb"}
     with pytest.raises(ConfigError, match="Weekly-train.csv: no such file"):
         m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Weekly"])
+    record = tmp_path / "record.csv"
+    record.write_text("subset,benchmark,horizon,smape,mase,owa,commit,machine\nWeekly,theta,13,9,2,1,abc,cpu\n"
+                      "Hourly,theta,48,1,1,1,old,cpu\n")
+    m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Hourly", "--record", str(record)])
+    rows = list(csv.DictReader(open(record)))
+    assert [(r["subset"], r["benchmark"]) for r in rows][:2] == [("Weekly", "theta"), ("Hourly", "naive1")], \
+        "another subset's rows are kept, this one's replaced"
+    naive2 = next(r for r in rows if (r["subset"], r["benchmark"]) == ("Hourly", "naive2"))
+    assert float(naive2["owa"]) == 1 and float(naive2["smape"]) == pytest.approx(scored["Naive2"][0], rel=1e-5)

@@ -28,7 +28,7 @@ TINY_NBEATS = {"stacks": 3, "layers": 2, "layer_size": 16, "trend_blocks": 3, "t
                "seasonality_layer_size": 16, "harmonics": 1, "use_norm": False}
 TINY_NHITS = {"n_blocks": "1,2,1", "mlp_units": "16,16,16", "n_pool_kernel_size": "4,2,1", "n_freq_downsample": "4,2,1",
               "pooling_mode": "max", "interpolation_mode": "linear", "dropout": 0.0, "activation": "relu",
-              "use_norm": False}
+              "use_norm": False, "first_activation": False}
 
 
 def build(name, hparams, seed=0, **task):
@@ -250,6 +250,20 @@ def test_nhits_block_is_neuralforecasts_mlp_with_floor_knots():
     assert torch.equal(backcast, theta[:, :L]) and torch.equal(forecast[..., 0], theta[:, L:])
     with torch.no_grad():  # one knot: a constant forecast
         assert torch.equal(model.blocks[0](x)[1], model.blocks[0](x)[1][:, :1].expand(-1, H, -1))
+
+
+def test_nhits_first_activation_is_the_papers_mlp():
+    """cchallu/n-hits' _NHITSBlock (src/models/nhits/nhits.py, d882ee6): every hidden layer Linear + activation,
+    n_layers 2 of n_hidden 512 there, mlp_units "512,512" here; the rest of the forward as neuralforecast's."""
+    model = nhits(n_blocks="1,1,1", mlp_units="16,16", first_activation=True)
+    assert [type(m).__name__ for m in model.blocks[0].layers] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    x, block = series(), model.blocks[0]
+    pooled = nn.MaxPool1d(kernel_size=4, stride=4, ceil_mode=True)(x.unsqueeze(1)).squeeze(1)
+    first, _, second, _, out = block.layers
+    with torch.no_grad():
+        theta = out(torch.relu(second(torch.relu(first(pooled)))))
+        torch.testing.assert_close(block(x)[0], theta[:, :x.shape[1]])
+        torch.testing.assert_close(model.forecast(x), reference_nhits(model, x, [4, 2, 1]))
 
 
 def test_nhits_k_outputs_interpolate_k_sets_of_knots():
