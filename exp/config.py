@@ -175,6 +175,9 @@ def _resolve_data(draft, known: dict) -> None:
              f"--seasonal_patterns <subset> (not --data {draft.data})")
     if draft.data == m4.NAME:
         return
+    given = [f"--{name}" for name in ("seasonal_patterns", "lookback_multiple", "history_multiple")
+             if getattr(draft, name) is not None]
+    _require(not given, f"{', '.join(given)}: the short-term task's (--task short_term --data m4)")
     if draft.data == corpus.NAME:
         _require(draft.target is None and not draft.target_only and not draft.covariate,
                  "--data corpus: every channel is its own series, so --target, --target_only and --covariate do "

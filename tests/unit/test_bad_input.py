@@ -146,6 +146,9 @@ CASES = {
                           "Daily, Hourly"),
     "--data m4 without the short-term task": (lambda p, f: ["--data", "m4"],
                                               "--data m4 is the short-term task's: add --task short_term"),
+    "short-term flags in the long-term task": (lambda p, f: ["--seasonal_patterns", "Hourly"],
+                                               "--seasonal_patterns: the short-term task's (--task short_term "
+                                               "--data m4)"),
     "covariates in the short-term task": (lambda p, f: [*_m4(p), "--covariate"],
                                           "--covariate (TSLib's --features MS) reads other channels: M4's series are "
                                           "univariate"),
