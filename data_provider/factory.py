@@ -33,6 +33,7 @@ class DataBundle:
     fingerprint: str
     season: int = 1       # steps of the series' natural cycle (seasonality): MASE and MSIS scale by it
     reference: str | None = None  # the name of the test windows' reference forecast (M4's naive2), OWA's base
+    standardised: bool = True  # the windows hold standardised values (M4's: the original ones)
 
     def first_window(self) -> Batch:
         """The first training window, a batch of one on the CPU: what the model contract's checks run."""

@@ -149,7 +149,7 @@ def short_term_data(args, device: torch.device, uses_marks: bool = False):
                                                                                     args.seasonal_patterns)).encode())
     identity = StandardScale(np.zeros(len(train)), np.ones(len(train)))  # M4's series are scored as they are
     return DataBundle(f"M4-{args.seasonal_patterns}", windows, 1, int(uses_marks), ids, identity,
-                      file_name(args.seasonal_patterns), fingerprint, m, "naive2")
+                      file_name(args.seasonal_patterns), fingerprint, m, "naive2", standardised=False)
 
 
 def _scales(series: list, m: int, device: torch.device) -> torch.Tensor:

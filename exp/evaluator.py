@@ -197,6 +197,8 @@ class Evaluator:
                 chosen = c.plot_channel % len(columns)  # in range: checked at start-up
                 if chosen != len(columns) - 1:
                     panels.append((columns[chosen], chosen))
+            if self.data.standardised:
+                panels = [(f"{name} (scaled)", channel) for name, channel in panels]
             windows.append((f"{self.data.name}: test window {window} of {len(ds)}, horizon {c.test_pred_len}",
                             batch.x[i].cpu().numpy(), batch.y[i].cpu().numpy(), pred[i].cpu().numpy(), panels,
                             {p: (low[i].cpu().numpy(), high[i].cpu().numpy()) for p, (low, high) in bands.items()}))

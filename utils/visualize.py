@@ -8,8 +8,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def plot_forecast(out, history, truth, forecast, panels: list, title: str, bands: dict | None = None) -> None:
-    """One window: for each (name, channel) panel, the input history, then truth and forecast after it; bands:
-    central interval percent -> (low, high) of a probabilistic forecast, shaded around its median or mean."""
+    """One window: for each (name, channel) panel (name: its y-axis label), the input history, then truth and
+    forecast after it; bands: central interval percent -> (low, high) of a probabilistic forecast, shaded around its
+    median or mean."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
     past = range(-len(history) + 1, 1)
     future = range(1, len(truth) + 1)
@@ -21,7 +22,7 @@ def plot_forecast(out, history, truth, forecast, panels: list, title: str, bands
                             label=f"{percent}% interval")
         ax.plot(future, forecast[:, channel], color="C3", lw=1.2, label="forecast")
         ax.axvline(0.5, color="0.7", lw=0.8, ls="--")
-        ax.set_ylabel(f"{name} (scaled)")
+        ax.set_ylabel(name)
         ax.legend(loc="upper left", fontsize=8)
     axes[0, 0].set_title(title)
     axes[-1, 0].set_xlabel("time step relative to the forecast origin")

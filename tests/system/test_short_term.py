@@ -146,3 +146,13 @@ def test_every_model_that_forecasts_directly_trains_on_the_short_term_task(name,
     args = _args(root, tmp_path, "--model", name, "--train_epochs", "1", "--input_token_len", "16", *tiny_flags(name))
     metrics = run.main(args)[0]["metrics"]
     assert metrics["n_test_windows"] == 14 and np.isfinite(metrics["owa"]) and np.isfinite(metrics["smape"])
+
+
+def test_plots_of_m4_forecasts_are_labelled_on_their_own_scale(hourly, tmp_path, monkeypatch):
+    from utils import visualize
+    panels = []
+    original = visualize.plot_forecast
+    monkeypatch.setattr(visualize, "plot_forecast", lambda *a: panels.extend(a[4]) or original(*a))
+    root, _, _ = hourly
+    run.main(_args(root, tmp_path, "--train_epochs", "1", "--visualize"))
+    assert len(panels) == 4 and all(not name.endswith("(scaled)") and name.startswith("M") for name, _ in panels)
