@@ -44,6 +44,7 @@ DEFAULT_LEDGER = os.path.join(HERE, "scripts", "reproduce", "runs.csv")
 LEDGER_FIELDS = ("model", "dataset", "seq_len", "horizon", "test", "seeds", "mse", "mae", "mse_min", "mse_max",
                  "seconds", "setting_id", "commit", "machine", "source", "smape", "mase", "owa")
 SHORT_TERM = ("smape", "mase", "owa")  # the short-term task's measures (M4), recorded for its runs
+INTERVALS = ("msis", "acd")  # the M4 competition's measures of 95% intervals, of its interval benchmarks
 M4_PREFIX = "M4-"  # a short-term run's dataset: M4-<subset>
 DEFAULT_M4_BENCHMARKS = os.path.join(HERE, "scripts", "reproduce", "m4_benchmarks.csv")
 ORDER = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7, "ILI": 8}
@@ -218,7 +219,7 @@ def short_term_table(groups: dict, m4_reference: dict) -> str:
             means = (sum(r[k] for r in runs) / len(runs) for k in SHORT_TERM)
             lines.append(f"| {subset} | {m['model']} | {m['seq_len']} | {len(runs)} | "
                          + " | ".join(f"{v:.3f}" for v in means) + f" | {m['config_id']} |")
-        lines += [f"| {subset} | {model} (published) | | | " + " | ".join(r[k] for k in SHORT_TERM) + " | |"
+        lines += [f"| {subset} | {model} (published) | | | " + " | ".join(r[k] or "—" for k in SHORT_TERM) + " | |"
                   for (model, dataset, _, _), r in m4_reference.items() if dataset == subset]
     return "\n".join(lines)
 
@@ -233,9 +234,10 @@ def m4_section(rows: list, m4_reference: dict, benchmarks: list) -> list:
     lines = ["## M4 (short-term)", "", "The short-term task ([short_term.md](short_term.md)): our networks' runs, our "
              "statistical benchmarks (`python -m scripts.reproduce.m4_benchmarks --record`, each with its commit) and "
              "the competition's published numbers (M4-methods' \"Evaluation and Ranks.xlsx\"). OWA: relative to "
-             "Naive2 on the same series.", "",
-             "| subset | method | | sMAPE | MASE | OWA | published sMAPE | published MASE | published OWA | time per "
-             "run |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "Naive2 on the same series. MSIS and ACD: of the 95% intervals of the benchmarks that the competition "
+             "scored with intervals.", "",
+             "| subset | method | | sMAPE | MASE | OWA | published sMAPE | published MASE | published OWA | MSIS / ACD "
+             "| published MSIS / ACD | time per run |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for subset in sorted(subsets, key=_subset_order):
         cells = defaultdict(list)
         for r in rows:
@@ -248,14 +250,17 @@ def m4_section(rows: list, m4_reference: dict, benchmarks: list) -> list:
                                        if r["seconds"] is not None])
             label = "ours" if n == 1 else f"ours ({n} seeds)"
             lines.append(f"| {subset} | {model} (lookback {lookback}) | {label} | "
-                         + " | ".join(_cell(v) for v in means) + " | — | — | — | " + time_cell + " |")
+                         + " | ".join(_cell(v) for v in means) + " | — | — | — | — | — | " + time_cell + " |")
         for b in (b for b in benchmarks if b["subset"] == subset):
             published = m4_reference.get((b["benchmark"], subset, 0, int(b["horizon"])), {})
             lines.append(f"| {subset} | {b['benchmark']} | ours ({b['commit']}) | "
                          + " | ".join(_cell(float(b[k])) for k in SHORT_TERM) + " | "
-                         + " | ".join(published.get(k) or "—" for k in SHORT_TERM) + " | — |")
+                         + " | ".join(published.get(k) or "—" for k in SHORT_TERM) + " | "
+                         + " / ".join(_cell(float(b[k])) if b.get(k) else "—" for k in INTERVALS) + " | "
+                         + " / ".join(published.get(k) or "—" for k in INTERVALS) + " | — |")
         ran = {b["benchmark"] for b in benchmarks if b["subset"] == subset}
-        lines += [f"| {subset} | {model} | published | — | — | — | " + " | ".join(r[k] for k in SHORT_TERM) + " | — |"
+        lines += [f"| {subset} | {model} | published | — | — | — | " + " | ".join(r[k] or "—" for k in SHORT_TERM)
+                  + " | — | " + " / ".join(r.get(k) or "—" for k in INTERVALS) + " | — |"
                   for (model, dataset, _, _), r in m4_reference.items() if dataset == subset and model not in ran]
     return lines + [""]
 

@@ -68,6 +68,11 @@ def paths(root: str, subset: str) -> list:
     return [os.path.join(root, f"{subset}-{split}.csv") for split in ("train", "test")]
 
 
+def fingerprint(root: str, subset: str) -> str:
+    """The content of both of a subset's files, as a run's identity (and a cache of its forecasts) keys it."""
+    return content_fingerprint(" ".join(file_fingerprint(p) for p in paths(root, subset)).encode())
+
+
 def file_name(subset: str) -> str:
     """A subset's data as a run's identity names it: both of its files."""
     return f"{subset}-train.csv+{subset}-test.csv"
@@ -145,11 +150,10 @@ def short_term_data(args, device: torch.device, uses_marks: bool = False):
                          scale=_scales(train, m, device),
                          reference=torch.from_numpy(np.stack([m4.naive2(x, horizon, m) for x in train])).to(device)),
     }
-    fingerprint = content_fingerprint(" ".join(file_fingerprint(p) for p in paths(args.root_path,
-                                                                                    args.seasonal_patterns)).encode())
     identity = StandardScale(np.zeros(len(train)), np.ones(len(train)))  # M4's series are scored as they are
     return DataBundle(f"M4-{args.seasonal_patterns}", windows, 1, int(uses_marks), ids, identity,
-                      file_name(args.seasonal_patterns), fingerprint, m, "naive2", standardised=False)
+                      file_name(args.seasonal_patterns), fingerprint(args.root_path, args.seasonal_patterns), m,
+                      "naive2", standardised=False)
 
 
 def _scales(series: list, m: int, device: torch.device) -> torch.Tensor:

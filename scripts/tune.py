@@ -6,9 +6,12 @@
 The search space is, by default, the learning rate (1e-5 to 1e-2, log scale) and every hyper-parameter the
 model declares a range for (`hparam(..., search=Search(...))` in its Config: d_model, e_layers and dropout for
 the models that have them); `--space NAME=LOW:HIGH[:log]` or `--space NAME=A,B,C` (repeatable) gives the whole
-space instead. A trial is one run of the base configuration with the trial's values (single process, in one
-of --workers long-lived processes; with --nproc N a torchrun job of N ranks that such a process starts, whose
-main rank reports to the study and decides pruning for every rank); its objective is its best validation loss,
+space instead; choices that are themselves lists are separated by `|` (`--space n_freq_downsample=168,24,1|24,12,1`).
+With the seed in the space (`--space seed=1:10`, as N-HiTS's search draws it), the best trial's seed is part of its
+configuration: the final run is that configuration, once. A trial is one run of the base configuration with the
+trial's values (single process, in one of --workers long-lived processes; with --nproc N a torchrun job of N
+ranks that such a process starts, whose main rank reports to the study and decides pruning for every rank); its
+objective is its best validation loss,
 reported to the pruner after every epoch, so a trial the median pruner finds worse than the finished ones at the
 same epoch (from the second on, once --prune_after trials have finished) stops early. The test split never
 drives the search: a trial's test is run (every run tests its best checkpoint) but not read.
@@ -37,6 +40,7 @@ from utils import cli
 from utils.errors import ConfigError
 
 DEFAULT_SPACE = {"learning_rate": (1e-5, 1e-2, True, None)}  # the framework's own: every model has an lr
+FINAL_SEEDS = (2021, 2022, 2023)
 
 
 def _flag_type(name: str):
@@ -48,7 +52,8 @@ def _flag_type(name: str):
 
 
 def parse_space(specs: list) -> dict:
-    """name -> (low, high, log, choices) from NAME=LOW:HIGH[:log] or NAME=A,B,C; values typed as the flag."""
+    """name -> (low, high, log, choices) from NAME=LOW:HIGH[:log], NAME=A,B,C or NAME=A1,A2|B1,B2 (choices that are
+    lists); values typed as the flag."""
     space = {}
     for spec in specs:
         name, _, body = spec.partition("=")
@@ -61,8 +66,10 @@ def parse_space(specs: list) -> dict:
                 raise ConfigError(f"--space {spec}: {text!r} is not a value of --{name}") from None
 
         if not body:
-            raise ConfigError(f"--space {spec}: give NAME=LOW:HIGH[:log] or NAME=A,B,C")
-        if ":" in body:
+            raise ConfigError(f"--space {spec}: give NAME=LOW:HIGH[:log], NAME=A,B,C or NAME=A1,A2|B1,B2")
+        if "|" in body:
+            space[name] = (None, None, False, tuple(typed(v) for v in body.split("|")))
+        elif ":" in body:
             low, high, *log = body.split(":")
             if log not in ([], ["log"]) or kind not in (int, float):
                 raise ConfigError(f"--space {spec}: a range is LOW:HIGH or LOW:HIGH:log, of a numeric flag")
@@ -254,8 +261,8 @@ def parse(argv: list) -> tuple:
     p.add_argument("--nproc", type=cli.at_least(1), default=1, help="processes per trial: more runs each trial as a "
                    "torchrun DDP job of that size (its main rank reports to the study and decides pruning for every "
                    "rank)")
-    p.add_argument("--space", action="append", default=[], help="NAME=LOW:HIGH[:log] or NAME=A,B,C (repeatable): "
-                   "the whole search space instead of the default one")
+    p.add_argument("--space", action="append", default=[], help="NAME=LOW:HIGH[:log], NAME=A,B,C or NAME=A1,A2|B1,B2 "
+                   "(choices that are lists) (repeatable): the whole search space instead of the default one")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the study's folder)")
     p.add_argument("--study", help="study name (default: from the model, data and a hash of the command)")
     p.add_argument("--tune_dir", help="folder of the studies (default: tune/ beside the results folder)")
@@ -263,8 +270,8 @@ def parse(argv: list) -> tuple:
     p.add_argument("--pruner", choices=("median", "none"), default="median")
     p.add_argument("--prune_after", type=cli.at_least(0), default=3,
                    help="finished trials before the pruner compares (3)")
-    p.add_argument("--final_seeds", type=cli.int_list, default="2021,2022,2023",
-                   help="seeds the best configuration is trained with ('' to skip)")
+    p.add_argument("--final_seeds", type=cli.int_list, help="seeds the best configuration is trained with ('' to "
+                   "skip; default 2021,2022,2023, or the best trial's own where the seed is searched)")
     return p.parse_known_args(argv)
 
 
@@ -283,6 +290,9 @@ def main(argv=None) -> dict:
     args = parse_args(base)
     resolve(args)  # bad flags stop the study before it starts; its name keeps them as given (resolve copies them)
     space = parse_space(options.space) if options.space else model_space(args.model)
+    if "seed" in space and options.final_seeds:
+        raise ConfigError("--final_seeds: the seed is searched (--space seed=...), so the final run is the best "
+                          "trial's configuration with its own seed ('' skips it)")
     declared = models.hyperparameters(args.model)
     foreign = [name for name in space if name in parser().model_flag_defaults and name not in declared]
     if foreign:
@@ -316,10 +326,10 @@ def main(argv=None) -> dict:
     summary = summarise(study, tune_dir)
     print(summary, end="")
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if complete and options.final_seeds:
-        best = _flags(study.best_trial.params)
-        sweep.main(["--quiet", "--nproc", str(options.nproc), *base, *best, "--seed",
-                    ",".join(map(str, options.final_seeds))])
+    seeds = [] if "seed" in space else ["--seed", ",".join(map(str, FINAL_SEEDS if options.final_seeds is None
+                                                                  else options.final_seeds))]
+    if complete and options.final_seeds != []:
+        sweep.main(["--quiet", "--nproc", str(options.nproc), *base, *_flags(study.best_trial.params), *seeds])
     return {"study": study, "tune_dir": tune_dir}
 
 

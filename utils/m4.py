@@ -5,6 +5,9 @@
   MASE     per step |y - f| / the mean of |x_t - x_(t-m)| over the series' training values (m its subset's
            frequency), averaged alike;
   OWA      (sMAPE / sMAPE of Naive2 + MASE / MASE of Naive2) / 2, each the subset's average: a ratio of averages.
+  MSIS     of a 95% interval [L, U], per step (U - L + 40 (L - y) [y < L] + 40 (y - U) [y > U]) over MASE's scale,
+           averaged alike;
+  ACD      |the share of the subset's test values inside their intervals - 0.95|.
 
   Naive1   the last value, repeated;
   sNaive   the last m values, repeated;
@@ -14,10 +17,15 @@
            indices, repeated;
   SES, Holt, Damped, Theta   fitted to the seasonally adjusted series and seasonalised again, as Naive2 is;
   Comb     the mean of SES, Holt and Damped.
+
+The intervals' benchmarks: Naive1's (R's naive(): the last value +- 1.96 sigma sqrt(step), sigma the root mean square
+of the one-step changes; `naive1_interval`), ETS's and ARIMA's (scripts/reproduce/m4_statistical.py).
 """
 import numpy as np
 
 T_CRITICAL = 1.645  # the one-sided 90% point of the seasonality test
+INTERVAL_ALPHA = 0.05  # the competition scored 95% intervals
+Z_INTERVAL = 1.959963984540054  # their normal quantile, R's qnorm(0.975)
 
 
 def smape(y: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -37,6 +45,18 @@ def mase(insample: np.ndarray, y: np.ndarray, f: np.ndarray, m: int) -> np.ndarr
 
 def owa(smape_mean: float, mase_mean: float, naive2_smape: float, naive2_mase: float) -> float:
     return (smape_mean / naive2_smape + mase_mean / naive2_mase) / 2
+
+
+def msis(insample: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, m: int,
+         alpha: float = INTERVAL_ALPHA) -> np.ndarray:
+    """Per step: the interval's width plus 2 / alpha times how far y lies outside it, over MASE's scale."""
+    penalty = 2 / alpha * (np.maximum(lo - y, 0) + np.maximum(y - hi, 0))
+    return (hi - lo + penalty) / mase_scale(insample, m)
+
+
+def acd(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, alpha: float = INTERVAL_ALPHA) -> float:
+    """|the share of values inside their intervals - the intervals' level|, over every series and step given."""
+    return abs(float(np.mean((y >= lo) & (y <= hi))) - (1 - alpha))
 
 
 def weighted_average(subsets: list) -> tuple:
@@ -79,6 +99,13 @@ def seasonal_indices(x: np.ndarray, m: int) -> np.ndarray:
 def naive1(x: np.ndarray, horizon: int, m: int = 1) -> np.ndarray:
     """m: unused (every benchmark takes it)."""
     return np.full(horizon, x[-1])
+
+
+def naive1_interval(x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) of R's naive() 95% interval: the last value +- 1.96 sigma sqrt(step), sigma the root mean square of
+    the series' one-step changes."""
+    half = Z_INTERVAL * np.sqrt(np.mean(np.diff(x) ** 2) * np.arange(1, horizon + 1))
+    return x[-1] - half, x[-1] + half
 
 
 def seasonal_naive(x: np.ndarray, horizon: int, m: int) -> np.ndarray:

@@ -230,7 +230,11 @@ def test_short_term_runs_have_their_own_table_and_page_section_beside_the_compet
                                   m4_reference=report.load_reference(report.DEFAULT_REFERENCE, "m4"),
                                   m4_benchmarks=report.load_m4_benchmarks(benchmarks))
     section = page[page.index("## M4 (short-term)"):]
-    assert "| Hourly | nbeats (lookback 96) | ours (2 seeds) | 11.000 | 0.900 | 0.450 | — | — | — | 5 s |" in section
-    assert "| Hourly | theta | ours (abc1234) | 18.137 | 2.454 | 1.006 | 18.138 | 2.455 | 1.006 | — |" in section
-    assert "| Hourly | es_rnn | published | — | — | — | 9.328 | 0.893 | 0.440 | — |" in section
+    assert "| Hourly | nbeats (lookback 96) | ours (2 seeds) | 11.000 | 0.900 | 0.450 | — | — | — | — | — | 5 s |" \
+        in section
+    assert "| Hourly | theta | ours (abc1234) | 18.137 | 2.454 | 1.006 | 18.138 | 2.455 | 1.006 | — / — | — / — | — |" \
+        in section
+    assert "| Hourly | es_rnn | published | — | — | — | 9.328 | 0.893 | 0.440 | — | — / — | — |" in section
+    assert "| Hourly | arima | published | — | — | — | — | — | — | — | 7.538 / 0.001 | — |" in section, \
+        "a benchmark published with intervals only"
     assert "| Hourly | theta | published |" not in section, "a method we ran is one row, the published beside it"

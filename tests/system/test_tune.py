@@ -45,6 +45,23 @@ def test_two_workers_share_a_journal_study_prune_bad_trials_and_retrain_the_best
     assert final["seed"] == 1 and final["effective_lr"] == 0.01
 
 
+def test_a_searched_seed_makes_the_final_run_the_best_trial_again(tiny_args, tmp_path):
+    """N-HiTS's protocol: the seed is one of the searched values, and the test of the best trial is the result."""
+    flags = ["--model", "dlinear", "--nonautoregressive", "--train_epochs", "2", *tiny_args[:6], "--seq_len", "48",
+             "--output_token_len", "16", "--device", "cpu", "--results_dir", str(tmp_path / "results"),
+             "--checkpoints", str(tmp_path / "ckpt")]
+    proc = subprocess.run([sys.executable, "-m", "scripts.tune", "--trials", "3", "--workers", "1", "--pruner", "none",
+                           "--space", "seed=1:1000", "--space", "moving_avg=5|13", *flags], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (study,) = os.listdir(tmp_path / "tune")
+    trials = list(csv.DictReader(open(tmp_path / "tune" / study / "trials.csv")))
+    best = min(trials, key=lambda t: float(t["best_vali_loss"]))
+    (final,) = metrics_of(tmp_path / "results")
+    (again,) = [m for m in metrics_of(tmp_path / "tune" / study / "trials") if m["seed"] == int(best["seed"])]
+    assert final["seed"] == int(best["seed"]) and final["mse"] == again["mse"], "the best trial, run once more"
+
+
 def test_ddp_trials_report_from_the_main_rank_and_every_rank_stops_on_its_pruning(tiny_args, tmp_path):
     """--nproc 2: each trial a 2-rank torchrun job. With seed 11 one worker draws good, then bad: the bad trial
     (one trial has finished) is pruned at its second epoch on both ranks; the best is retrained as a 2-rank run."""

@@ -7,7 +7,7 @@ import pytest
 
 from data_provider import m4 as m4_data
 from scripts.reproduce import m4_benchmarks
-from tests.conftest import m4_files, write_m4
+from tests.conftest import m4_files, m4_like, write_m4
 from utils import m4
 from utils.errors import ConfigError
 
@@ -88,7 +88,7 @@ def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_
     m4_dir.mkdir()
     m4_files(m4_dir, "Hourly", [x[:-48] for x in series], [x[-48:] for x in series])
     text = m4_benchmarks.main(["--data_root", str(tmp_path), "--subsets", "Hourly"])
-    assert "| Hourly | Naive2 |" in text and "| 1.000 | 18.383 / 2.395 / 1.000 |" in text
+    assert "| Hourly | Naive2 |" in text and "| 1.000 | — | — | 18.383 / 2.395 / 1.000 | — / — |" in text
     scored, _ = m4_benchmarks.scores([x[:-48] for x in series], np.stack([x[-48:] for x in series]), 24)
     assert scored["sNaive"][2] < 1 < scored["Naive1"][2], "a seasonal series: sNaive beats Naive2 beats Naive1"
     assert set(scored) == {"Naive1", "sNaive", "Naive2", "SES", "Holt", "Damped", "Theta", "Comb"}
@@ -103,3 +103,49 @@ def test_the_benchmarks_script_scores_the_files_naive2_is_its_own_reference(tmp_
         "another subset's rows are kept, this one's replaced"
     naive2 = next(r for r in rows if (r["subset"], r["benchmark"]) == ("Hourly", "naive2"))
     assert float(naive2["owa"]) == 1 and float(naive2["smape"]) == pytest.approx(scored["Naive2"][0], rel=1e-5)
+
+
+def test_msis_acd_and_naive1s_interval_are_the_competitions():
+    """MSIS: width plus 40 x the miss (alpha 0.05) over MASE's scale; ACD: |coverage - 0.95|; R's naive()
+    interval widens with the square root of the step around the last value."""
+    x = np.array([1.0, 3.0, 2.0, 4.0])  # one-step changes 2, -1, 2: sigma^2 = 3, MASE's scale (m 1) 5/3
+    lo, hi = m4.naive1_interval(x, 2)
+    half = 1.959963984540054 * np.sqrt([3.0, 6.0])
+    assert np.allclose(lo, 4 - half) and np.allclose(hi, 4 + half)
+    y, lo, hi = np.array([5.0, 0.0, 9.0]), np.array([4.0, 1.0, 2.0]), np.array([6.0, 3.0, 8.0])
+    assert np.allclose(m4.msis(x, y, lo, hi, 1), np.array([2, 2 + 40 * 1, 6 + 40 * 1]) / (5 / 3))
+    assert m4.acd(y, lo, hi) == pytest.approx(abs(1 / 3 - 0.95))
+
+
+def test_ets_and_arima_come_from_their_own_environment_cached_under_the_files_fingerprint(tmp_path):
+    """--stats_python: statsforecast's ETS and ARIMA in the environment requirements-m4-statistical.txt makes (CI
+    makes it as .venv-m4; without it only the refusal is checked), scored beside the others with MSIS and ACD; run
+    again, the forecasts are read back; a changed file is forecast anew."""
+    import os
+    import subprocess
+    with pytest.raises(ConfigError, match="cannot import statsforecast there; make that environment with: python3"):
+        m4_benchmarks.main(["--data_root", str(tmp_path), "--stats_python", str(tmp_path / "nope")])
+    python = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".venv-m4",
+                          "bin", "python")
+    if not os.path.isfile(python) or subprocess.run([python, "-c", "import statsforecast"]).returncode:
+        pytest.skip("no .venv-m4 with statsforecast (python3 -m venv .venv-m4 && .venv-m4/bin/pip install -r "
+                    "requirements-m4-statistical.txt)")
+    train, test = m4_like(4, 13, 1, (60, 90))
+    (tmp_path / "m4").mkdir()
+    m4_files(tmp_path / "m4", "Weekly", train, test)
+    cache = tmp_path / "cache"
+    flags = ["--data_root", str(tmp_path), "--subsets", "Weekly", "--stats_python", python, "--stats_cache",
+             str(cache), "--processes", "1"]
+    text = m4_benchmarks.main(flags)
+    for name in ("ETS", "ARIMA", "Naive1"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| Weekly | {name} |")).split(" | ")
+        assert all(np.isfinite(float(v)) for v in row[2:7]), row
+    assert "| Weekly | SES |" in text and "| — | — | 9.012 / 2.685 / 0.975 | — / — |" in text
+    forecasts = sorted(p.name for p in cache.iterdir())
+    assert len(forecasts) == 3 and all(p.startswith("Weekly-") for p in forecasts)
+    stamps = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert m4_benchmarks.main(flags) == text
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == stamps, "read back, not forecast again"
+    m4_files(tmp_path / "m4", "Weekly", train, [y + 1 for y in test])
+    m4_benchmarks.main(flags)
+    assert len(list(cache.iterdir())) == 6, "another fingerprint: forecast anew, the old ones kept apart"
