@@ -95,7 +95,9 @@ def statistical_forecasts(root: str, subset: str, train: list, python: str, cach
             raise ConfigError(f"{name} forecasts of {subset} failed ({python} {WORKER}): {last}")
         with np.load(out) as f:
             found[name] = (f["mean"], f["lo"], f["hi"])
-            notes.append(f"{subset} {name}: statsforecast {f['version']}, {int(f['warnings'])} warnings from its fits")
+            notes.append(f"{subset} {name}: statsforecast {f['version']}, {int(f['warnings'])} warnings from its fits"
+                         + (f", {int(f['corrected'])} intervals of multiplicative-season models computed as R does "
+                            "(m4_statistical.py)" if int(f["corrected"]) else ""))
     return found, notes
 
 
