@@ -8,8 +8,8 @@ writes.
 
 SERIES.npz holds `values` (the series one after another) and `lengths`. OUT.npz gets `mean`, `lo` and `hi` (series x
 horizon, the 95% interval), `done` (series forecast so far), `warnings` (warnings the fits raised), `corrected`
-(ETS intervals computed here, below) and `version` (statsforecast's). It is rewritten every --save_every series, so a
-killed run goes on from there when run again.
+(ETS intervals computed here, below) and `version` (statsforecast's, with this file's REVISION). It is rewritten every
+--save_every series, so a killed run goes on from there when run again.
 
 statsforecast 2.1.1's interval for ETS models with multiplicative error and season (class 3 of Hyndman, Koehler, Ord
 & Snyder, "Forecasting with Exponential Smoothing", 2008, ch. 6: MNM, MAM, MAdM) differs from R's forecast and the
