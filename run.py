@@ -19,7 +19,7 @@ import torch
 import models
 from data_provider.factory import DataBundle, build_data
 from data_provider.windows import eval_windows
-from exp import dialects
+from exp import dialects, pretrained
 from exp.experiment import Experiment
 from exp.config import parse_args, resolve
 from exp.flags import model_hparams
@@ -50,7 +50,9 @@ def build_model(args, data: DataBundle) -> torch.nn.Module:
         checkpoint.load_trainable_state(model, state["model"] if isinstance(state.get("model"), dict) else state,
                                         args.pretrain_model_path)
         log.info("loaded pretrained weights from %s", args.pretrain_model_path)
-    return model
+    if args.pretrained:
+        pretrained.load_published(model, args)
+    return pretrained.adapt(model, args)
 
 
 def _check_writable(path: str, flag: str) -> None:

@@ -84,6 +84,42 @@ def is_short_term(m: dict) -> bool:
     return m["config"]["task"].get("task") == "short_term"
 
 
+def is_published_zero_shot(m: dict) -> bool:
+    """A zero-shot test of a published checkpoint (--pretrained with --is_training 0: docs/foundation.md)."""
+    return "zero_shot_from_published" in m["config"]["training"]
+
+
+def zero_shot_table(groups: dict, reference: dict, tolerance: float = 0.02) -> str:
+    """Zero-shot tests of published checkpoints beside the published zero-shot numbers (paper_results.csv, protocol
+    zero_shot), matched on model, dataset, lookback, horizon and the checkpoint, which a run names with --des (the
+    scripts in scripts/zero_shot/ do). Empty: no such run."""
+    runs = [rs for rs in groups.values() if is_published_zero_shot(rs[0])]
+    if not runs:
+        return ""
+    lines = ["| dataset | horizon | model | checkpoint (--des) | lookback | MSE | paper MSE | MSE gap | MAE | paper MAE "
+             "| MAE gap | published in |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for rs in sorted(runs, key=lambda rs: (ORDER.get(rs[0]["dataset"], 99), rs[0]["dataset"], rs[0]["model"],
+                                           rs[0]["config"]["tag"].get("des", ""), rs[0]["test_pred_len"])):
+        m = rs[0]
+        checkpoint = m["config"]["tag"].get("des", "")
+        paper = reference.get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"], checkpoint)) \
+            if m["test"] == f"tp{m['test_pred_len']}" else None  # the papers test every window
+        mse, mae = (sum(r[k] for r in rs) / len(rs) for k in ("mse", "mae"))
+        paper_mse, paper_mae = _published(paper, "mse"), _published(paper, "mae")
+        lines.append(f"| {m['dataset']} | {m['test_pred_len']} | {m['model']} | {checkpoint} | {m['seq_len']} | "
+                     f"{mse:.3f} | {_cell(paper_mse)} | {_gap_cell(_gap(mse, paper_mse), tolerance)} | {mae:.3f} | "
+                     f"{_cell(paper_mae)} | {_gap_cell(_gap(mae, paper_mae), tolerance)} | "
+                     f"{paper['paper'] + ', ' + paper['table'] if paper else '—'} |")
+    return "\n".join(lines)
+
+
+def load_zero_shot_reference(path: str) -> dict:
+    """(model, dataset, lookback, horizon, checkpoint) -> the published zero-shot row."""
+    with open(path, newline="") as f:
+        return {(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"]), r["checkpoint"]): r
+                for r in csv.DictReader(f) if r.get("protocol") == "zero_shot"}
+
+
 def no_runs(results_dir: str, skipped: list) -> ConfigError:
     """The error of a results folder that holds no run to report or compare."""
     return ConfigError(f"no metrics.json of a run under {results_dir}" +
@@ -180,7 +216,8 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         m = groups[key][0]
         return ORDER.get(m["dataset"], 99), m["dataset"], m["test_pred_len"], m["model"], m["seq_len"], key
 
-    for key in sorted((key for key in groups if not is_short_term(groups[key][0])), key=order):
+    for key in sorted((key for key in groups if not is_short_term(groups[key][0])
+                       and not is_published_zero_shot(groups[key][0])), key=order):
         runs = groups[key]
         m = runs[0]
         mses = [r["mse"] for r in runs]
@@ -521,6 +558,9 @@ def main(argv=None) -> None:
     short_term = short_term_table(groups, load_reference(args.reference, "m4"))
     if short_term:
         text += f"\nShort-term (M4) runs, each subset's with the competition's published rows:\n\n{short_term}\n"
+    zero_shot = zero_shot_table(groups, load_zero_shot_reference(args.reference), args.tolerance)
+    if zero_shot:
+        text += f"\nZero-shot tests of published checkpoints, with the published zero-shot numbers:\n\n{zero_shot}\n"
     if notes or skipped:
         text += "\nNot compared with the paper or left out:\n" + "".join(f"- {n}\n" for n in notes) \
             + "".join(f"- {path}: {reason}\n" for path, reason in skipped)

@@ -28,6 +28,8 @@ from data_provider.factory import feature_set
 from exp import dialects
 from exp.flags import SECTIONS, build_parser, model_hparams, parser, roles, uses_input_tokens, zero_shot
 from exp.identity import RunIdentity, adopt_checkpoint
+from exp.pretrained import resolve_published
+from models.layers.published import levels as quantile_levels
 from utils import losses, metrics, schedules, trackers
 from utils.errors import ConfigError
 
@@ -118,12 +120,13 @@ def resolve(draft: argparse.Namespace) -> RunConfig:
         log.info("%s", note)
     adopted = adopt_checkpoint(draft) if draft.test_dir else None
     _complete(draft)
+    _check_run_kind(draft)
+    resolve_published(draft, functools.partial(_default_of, draft.model))
     _check_lengths_and_ranges(draft)
     _check_mode(draft)
     _check_data_flags(draft)
     _check_covariates(draft)
     _check_loss(draft)
-    _check_run_kind(draft)
     _check_distribution(draft)
     return _freeze(draft, dataclasses.replace(draft.origin, adopted=adopted))
 
@@ -135,6 +138,12 @@ def _freeze(draft: argparse.Namespace, origin: Origin) -> RunConfig:
         values[section][name] = tuple(value) if isinstance(value, list) else value  # --tracker: a list when parsed
     return RunConfig(Sections(**{section: section_types()[section](**flags) for section, flags in values.items()}),
                      origin)
+
+
+def _default_of(model: str, name: str):
+    """The value a flag has when it is not given: a hyper-parameter's the model's own default."""
+    own = {f.name: f.default for f in models.hyperparameter_fields(models.model_class(model))}
+    return own[name] if name in own else parser().get_default(name)
 
 
 def _require(ok: bool, message: str) -> None:
@@ -332,6 +341,14 @@ def _check_loss(draft) -> None:
     _require(objective.outputs == 1 or models.capabilities(draft.model).multi_output,
              f"--loss {draft.loss} needs {objective.outputs} values per forecast point: model {draft.model} returns "
              "one (its capabilities lack multi_output)")
+    own = model_hparams(draft).get("quantile_levels")  # a model that forecasts fixed quantiles (a published one's)
+    try:
+        own_levels = own and quantile_levels(own)
+    except ValueError as e:
+        raise ConfigError(f"--quantile_levels: {e}") from None
+    _require(own is None or objective.loss.kind != "quantile" or _joined(levels) == _joined(own_levels),
+             f"--quantiles {_joined(levels)}: model {draft.model} forecasts the quantiles {own} "
+             "(--quantile_levels); give those, or a point loss for its median")
     if draft.num_samples is None:
         return
     _require(draft.num_samples >= 2, f"--num_samples {draft.num_samples}: draw at least 2 sample paths per window "
@@ -355,6 +372,17 @@ def _check_run_kind(draft) -> None:
              "--pretrain_model_path: add --adaptation to fine-tune from it, or --is_training 0 to test it zero-shot")
     _require(not zero_shot(draft) or draft.test_dir is None, "a zero-shot test (--pretrain_model_path with "
              "--is_training 0) tests those weights, not a run of --test_dir")
+    _require(draft.pretrained is None or (draft.pretrain_model_path is None and not draft.adaptation),
+             "--pretrained is a published checkpoint (fine-tuned with --is_training 1); --adaptation "
+             "--pretrain_model_path one of this framework's: choose one")
+    _require(draft.finetune == "full" or (draft.is_training and (draft.pretrained or draft.adaptation)),
+             f"--finetune {draft.finetune} trains part of pretrained weights: give --pretrained (or --adaptation "
+             "--pretrain_model_path) with --is_training 1")
+    _require(draft.finetune == "lora" or (draft.lora_rank, draft.lora_alpha) == (parser().get_default("lora_rank"),
+                                                                                 parser().get_default("lora_alpha")),
+             "--lora_rank and --lora_alpha apply with --finetune lora")
+    _require(draft.lora_rank >= 1 and draft.lora_alpha > 0,
+             f"--lora_rank must be >= 1 and --lora_alpha > 0, got {draft.lora_rank} and {draft.lora_alpha}")
     _require(not (draft.overwrite and draft.resume == "auto"),
              "--overwrite trains again from scratch; --resume auto continues: choose one")
     _require(not (draft.overwrite and not draft.is_training),

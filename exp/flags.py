@@ -273,6 +273,17 @@ def _fault_tolerance_flags(f: _Flags) -> None:
           help="with --adaptation: a checkpoint of this framework or a plain state_dict to fine-tune from; with "
                "--is_training 0 and no --adaptation: the weights tested zero-shot, without training ('module.' "
                "prefixes accepted)")
+    f.add("training", "--pretrained", later=True, default=None,
+          help="a published checkpoint in its publisher's format (the folder `huggingface-cli download` made, or "
+               "a file) of a model that reads it (docs/foundation.md): its architecture comes from the checkpoint; "
+               "--is_training 0 tests it zero-shot, --is_training 1 fine-tunes it; never touches the network")
+    f.add("training", "--finetune", later=True, default="full", choices=["full", "head", "lora"],
+          help="what fine-tuning pretrained weights (--pretrained, or --adaptation) trains: every parameter, the "
+               "model's output head alone, or LoRA adapters on every linear layer of the rest (peft; the weights "
+               "themselves frozen)")
+    f.add("training", "--lora_rank", later=True, type=int, default=8, help="with --finetune lora: the adapters' rank")
+    f.add("training", "--lora_alpha", later=True, type=float, default=16.0,
+          help="with --finetune lora: the adapters' scale numerator (their update is lora_alpha / lora_rank x B A)")
 
 
 def _distributed_flags(f: _Flags) -> None:
@@ -365,7 +376,7 @@ def reference_markdown() -> str:
 
 def zero_shot(args) -> bool:
     """Pretrained weights tested as they are, on data they were not trained on."""
-    return not args.is_training and not args.adaptation and args.pretrain_model_path is not None
+    return not args.is_training and not args.adaptation and (args.pretrain_model_path or args.pretrained) is not None
 
 
 def uses_input_tokens(args) -> bool:

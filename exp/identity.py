@@ -27,7 +27,7 @@ from exp.flags import later_flags, model_hparams, roles, uses_input_tokens, zero
 from utils import checkpoint, schedules
 from utils.errors import ConfigError
 from utils.files import write_atomic
-from utils.fingerprints import config_hash, differences, file_fingerprint
+from utils.fingerprints import config_hash, differences, file_fingerprint, tree_fingerprint
 
 log = logging.getLogger(__name__)
 CHECKPOINT_SECTIONS = ("model", "task", "data")  # what a tested or resumed checkpoint must share with the run
@@ -109,11 +109,14 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
     config["training"]["lradj_revision"] = schedule.revision
     config["model"] = model_section(args)
     config["data"] = _data_section(args, file, fingerprint)
-    if zero_shot(args):  # nothing is trained: the weights are what the test depends on
-        config["training"] = {"zero_shot_from": file_fingerprint(args.pretrain_model_path)}
+    if zero_shot(args):  # nothing is trained: the weights, and what the loss reads of them, are what the test is
+        config["training"] = {"loss": args.loss, "quantiles": args.quantiles, **(
+            {"zero_shot_from": file_fingerprint(args.pretrain_model_path)} if args.pretrained is None
+            else {"zero_shot_from_published": tree_fingerprint(args.pretrained)})}
     else:
         config["training"]["pretrain_model_path"] = \
             file_fingerprint(args.pretrain_model_path) if args.adaptation else None
+        config["training"]["pretrained"] = tree_fingerprint(args.pretrained) if args.pretrained else None
         config["training"]["world_size"] = world_size
     later = added_later(args.model)
     return {section: _as_recorded(entries, later) for section, entries in config.items()}

@@ -117,7 +117,8 @@ def hyperparameters(name: str) -> tuple:
 
 
 def build(name: str, task: dict, hparams: dict):
-    """The model for a task (TASK_FIELDS; n_outputs 1 unless given) with its hyper-parameters: all it is told of
-    the run."""
+    """The model for a task (TASK_FIELDS; n_outputs 1 and autoregressive unless given) with its hyper-parameters: all
+    it is told of the run."""
     model = model_class(name)
-    return model(SimpleNamespace(**{"n_outputs": 1, **{k: task[k] for k in TASK_FIELDS if k in task}}, **hparams))
+    return model(SimpleNamespace(**{"n_outputs": 1, "nonautoregressive": False,
+                                    **{k: task[k] for k in TASK_FIELDS if k in task}}, **hparams))

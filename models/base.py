@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 #   enc_in: channels of the input; n_marks: width of the calendar features (0: none);
 #   covariate: the last channel is the target, the others inform it;
 #   n_outputs: values per forecast point: 1 (a point forecast) unless the loss asks for more (quantiles, a
-#   distribution's parameters: utils/losses/), which only a model with the capability multi_output is given.
-TASK_FIELDS = ("seq_len", "input_token_len", "output_token_len", "enc_in", "n_marks", "covariate", "n_outputs")
+#   distribution's parameters: utils/losses/), which only a model with the capability multi_output is given;
+#   nonautoregressive: the run forecasts directly (--nonautoregressive), so a token model returns the forecast after
+#   its last token alone (models/contract.expected_output_shape).
+TASK_FIELDS = ("seq_len", "input_token_len", "output_token_len", "enc_in", "n_marks", "covariate", "n_outputs",
+               "nonautoregressive")
 
 
 @dataclass(frozen=True)
@@ -128,3 +131,26 @@ class TransformerConfig:
     dropout: float = dropout()
     activation: str = activation()
     use_norm: bool = use_norm()
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a published checkpoint fixes of a run, as a model that reads its publisher's format reports it.
+
+    A model file that loads published weights gives its Model two more members (docs/foundation.md):
+        published(path) -> Published    a staticmethod: reads the checkpoint's configuration only, raising
+                                        ValueError that names what it expected and found when `path` is not one
+        load_published(self, path)      loads its weights into the model, every key accounted for
+    and, for --finetune head, `head_modules`: the names of its output modules (those a model built otherwise lacks
+    are passed over).
+
+    hparams: the model's hyper-parameters the checkpoint's architecture has (its Config fields).
+    task: the task flags the checkpoint needs at exactly this value (a patch length: input_token_len).
+    max_seq_len: the longest context the checkpoint reads (None: any).
+    defaults: hyper-parameters the checkpoint was trained with that fine-tuning may change (dropout): the flags'
+              values where given, these otherwise.
+    """
+    hparams: dict
+    task: dict = field(default_factory=dict)
+    max_seq_len: int | None = None
+    defaults: dict = field(default_factory=dict)

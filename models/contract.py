@@ -12,12 +12,12 @@ import models
 
 
 def expected_output_shape(task, n_channels: int, batch: int, n_outputs: int = 1) -> tuple:
-    """What a model's forward must return: one output token per input token for token models, in every mode;
-    otherwise the forecast of output_token_len points after the window (the target alone for an exogenous
-    model in covariate mode); with n_outputs k > 1, k values per point in a last dimension."""
+    """What a model's forward must return: one output token per input token for token models run autoregressively;
+    otherwise (every direct run) the forecast of output_token_len points after the window (the target alone for an
+    exogenous model in covariate mode); with n_outputs k > 1, k values per point in a last dimension."""
     caps = models.capabilities(task.model)
     per_point = (n_outputs,) if n_outputs > 1 else ()
-    if caps.token_input:
+    if caps.token_input and not task.nonautoregressive:
         return batch, task.seq_len // task.input_token_len * task.output_token_len, n_channels, *per_point
     return batch, task.output_token_len, 1 if caps.exogenous and task.covariate else n_channels, *per_point
 

@@ -29,6 +29,7 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         self.token_len, self.use_norm, self.n_outputs = configs.input_token_len, configs.use_norm, configs.n_outputs
+        self.direct = configs.nonautoregressive
         self.embedding = nn.Linear(self.token_len, configs.d_model)
         self.dropout = Dropout(configs.dropout)
         self.layers = encoder_layers(configs)
@@ -44,6 +45,8 @@ class Model(nn.Module):
         h = self.dropout(h + sinusoidal_positions(h.shape[1], h.shape[2], h.device))
         for layer in self.layers:
             h = layer(h, is_causal=True)
+        if self.direct:  # the forecast after the last token alone
+            h = h[:, -1:]
         # a channel's tokens, each of output_token_len points of k values, in order: (B, N * output_token_len, C[, k])
         out = channels_last(split_points(self.head(self.norm(h)).reshape(B, C, -1), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

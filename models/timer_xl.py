@@ -45,7 +45,7 @@ class Model(nn.Module):
         if (configs.d_model // configs.n_heads) % rotated:
             raise ValueError(f"Timer-XL's {configs.attention_form} attention needs a head size (d_model / n_heads) "
                              f"divisible by {rotated} for rotary embedding")
-        self.token_len = configs.input_token_len
+        self.token_len, self.direct = configs.input_token_len, configs.nonautoregressive
         self.out_len, self.n_outputs = configs.output_token_len, configs.n_outputs
         self.head_dim = configs.d_model // configs.n_heads
         self.use_norm, self.covariate = configs.use_norm, configs.covariate
@@ -87,6 +87,8 @@ class Model(nn.Module):
         masks, rotary = self._attention_masks(C, n_tokens, x.device)
         for layer, mask in zip(self.layers, masks):
             h = layer(h, mask, rotary)
+        if self.direct:  # the forecast after each variable's last token alone
+            h = h.view(B, C, n_tokens, -1)[:, :, -1]
         # a channel's tokens, each of output_token_len points of k values, in order: (B, N * output_token_len, C[, k])
         out = channels_last(split_points(self.head(self.norm(h)).reshape(B, C, -1), self.n_outputs))
         return denormalize(out, stats) if self.use_norm else out

@@ -11,7 +11,7 @@ from utils.files import write_atomic
 def trainable_state(model: nn.Module, state: dict | None = None) -> dict:
     """Trainable parameters and buffers of the model's state (default: its state_dict()); frozen parameters
     (partial fine-tuning) stay out."""
-    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    frozen = {name for name, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}  # tied too
     return {k: v for k, v in (model.state_dict() if state is None else state).items() if k not in frozen}
 
 

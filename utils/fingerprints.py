@@ -85,3 +85,18 @@ def differences(recorded: dict, current: dict, sections=None) -> list:
             if a.get(name, "(absent)") != b.get(name, "(absent)"):
                 found.append(f"{name}: {a.get(name, '(absent)')} -> {b.get(name, '(absent)')}")
     return found
+
+
+def tree_fingerprint(path: str) -> str:
+    """content_fingerprint of a file, or of a folder's files: every relative path with its file's fingerprint, so
+    a renamed, added, removed or edited file changes it. Hidden entries are left out: `huggingface-cli download
+    --local-dir` keeps its download metadata in .cache/, which says nothing about the weights."""
+    if os.path.isfile(path):
+        return file_fingerprint(path)
+    listing = []
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            file = os.path.join(folder, name)
+            listing.append(f"{os.path.relpath(file, path)}\t{file_fingerprint(file)}")
+    return content_fingerprint("\n".join(listing).encode())

@@ -43,6 +43,19 @@ class MultiHeadAttention(nn.Module):
         return self.out(out.transpose(1, 2).reshape(B, S, D))
 
 
+class SwiGLU(nn.Module):
+    """Bias-free gated feed-forward block down(silu(gate(x)) * up(x)) (Time-MoE's experts, Timer's MLP)."""
+
+    def __init__(self, d_in: int, d_hidden: int):
+        super().__init__()
+        self.gate = nn.Linear(d_in, d_hidden, bias=False)
+        self.up = nn.Linear(d_in, d_hidden, bias=False)
+        self.down = nn.Linear(d_hidden, d_in, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
 def activation(name: str) -> nn.Module:
     return {"relu": nn.ReLU(), "gelu": nn.GELU()}[name]
 

@@ -49,6 +49,9 @@ BAD_INPUT = [
     ("scripts.benchmark.fsdp_memory", ["--configs", "ddp,zero"], "--configs zero: the configurations are ddp,"),
     ("scripts.benchmark.fsdp_memory", ["--models", "timer_xl,timerxl"], "--models timerxl: unknown model"),
     ("scripts.benchmark.corpus", ["--dir", "{out}", "--only", "loader,trian"], "--only trian: the parts are"),
+    ("scripts.benchmark.fsdp_memory", ["--configs", "ddp,lora"], "--configs lora and fsdp_lora fine-tune a published"),
+    ("scripts.benchmark.foundation", ["--models", "chronos_bolt,moirai"], "--models chronos_bolt,moirai: choose among"),
+    ("scripts.benchmark.foundation", ["--windows", "0"], "--windows must be >= 1, got 0"),
 ]
 
 

@@ -3,6 +3,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from analysis import report
 from exp.config import parse_args, resolve
 from exp.identity import run_config
@@ -43,3 +45,36 @@ def test_a_script_run_with_tune_searches_from_its_settings(tmp_path):
     assert call[:9] == ["-m", "scripts.tune", "--trials", "10", "--pruner", "none", "--space",
                         "n_freq_downsample=168,24,1|24,12,1", "--space"]
     assert call[call.index("--model") + 1] == "nhits" and call[call.index("--seq_len") + 1] == "120"
+
+
+@pytest.mark.parametrize("script,variable,checkpoint", [("timer_xl_table13.sh", "TIMER", "timer-base-84m"),
+                                                        ("time_moe_zero_shot.sh", "TIMEMOE", "TimeMoE-50M")])
+def test_a_zero_shot_script_launches_runs_its_published_rows_match(tmp_path, script, variable, checkpoint):
+    """scripts/zero_shot/: each horizon's run tests the checkpoint zero-shot at the lookback of the published row,
+    named (--des) as that row's checkpoint, with flags the checkpoint accepts; without the checkpoint, one line."""
+    pytest.importorskip("safetensors")
+    folder = tmp_path / checkpoint
+    if variable == "TIMER":
+        from tests.unit.test_foundation_timer import write_checkpoint
+        write_checkpoint(folder)
+    else:
+        from tests.unit.test_foundation_time_moe import random_weights, write
+        write(folder, random_weights())
+    shim = tmp_path / "bin"
+    os.makedirs(shim)
+    (shim / "python").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'calls'}\n")
+    os.chmod(shim / "python", 0o755)
+    path = os.path.join(REPO, "scripts", "zero_shot", script)
+    missing = subprocess.run(["bash", path], env={**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"},
+                             capture_output=True, text=True)
+    assert missing.returncode != 0 and f"set {variable} to the folder" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}", variable: str(folder)}
+    subprocess.run(["bash", path], env=env, check=True)
+    published = report.load_zero_shot_reference(report.DEFAULT_REFERENCE)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 4
+    for call in calls:
+        config = resolve(parse_args(call.split()[1:]))  # run.py's flags, as the checkpoint fixes them
+        assert config.is_training == 0 and config.des == checkpoint and config.pretrained == str(folder)
+        assert (config.model, "ETTh1", config.seq_len, config.output_token_len, checkpoint) in published

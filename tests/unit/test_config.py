@@ -92,6 +92,9 @@ LATER = {"val_windows": ["--val_windows", "20"], "train_steps": ["--train_steps"
          "date_format": ["--date_format", "%Y-%m-%d"], "dayfirst": ["--dayfirst"],
          "fill_missing": ["--fill_missing", "ffill"], "loss": ["--loss", "mae"],
          "quantiles": ["--quantiles", "0.1,0.5,0.9"],
+         "finetune": ["--adaptation", "--pretrain_model_path", __file__, "--finetune", "head"],
+         **{name: ["--adaptation", "--pretrain_model_path", __file__, "--finetune", "lora", f"--{name}", "4"]
+            for name in ("lora_rank", "lora_alpha")},
          **{name: ["--task", "short_term", "--data", "m4", "--seasonal_patterns", "Weekly", *more]
             for name, more in (("task", []), ("seasonal_patterns", []),
                                ("lookback_multiple", ["--lookback_multiple", "3"]),
@@ -100,7 +103,8 @@ LATER = {"val_windows": ["--val_windows", "20"], "train_steps": ["--train_steps"
 
 @pytest.mark.parametrize("name", sorted(LATER))
 def test_a_flag_added_later_enters_the_identity_only_off_its_default(name):
-    assert set(LATER) == set(later_flags())
+    # --pretrained enters as its checkpoint's fingerprint: tests/integration/test_foundation.py
+    assert set(LATER) | {"pretrained"} == set(later_flags())
     at_default = run_config(_resolved(), "f.csv", "123-abc", 1)
     assert name not in at_default[roles()[name]], "the runs recorded before it keep their identity"
     off = _resolved(*LATER[name])

@@ -28,7 +28,8 @@ def modes(name):
 
 def build(name, channels, nonautoregressive, covariate=False, **task):
     torch.manual_seed(0)
-    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate, **task}, tiny_hparams(name))
+    return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate,
+                               "nonautoregressive": nonautoregressive, **task}, tiny_hparams(name))
 
 
 def inputs(name, batch, channels):
@@ -66,10 +67,23 @@ def test_forward_shape(name, nonautoregressive, covariate, channels):
     caps = models.capabilities(name)
     for train in (True, False):
         out, _ = predict(model.train(train), name, *inputs(name, 4, channels))
-        per_token = caps.token_input  # one output token per input token, in every mode
+        per_token = caps.token_input and not nonautoregressive  # autoregressive: an output token per input token
         L, I, O = TASK["seq_len"], TASK["input_token_len"], TASK["output_token_len"]
         width = 1 if caps.exogenous and covariate else channels  # an exogenous model forecasts the target alone
         assert out.shape == (4, L // I * O if per_token else O, width) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", [n for n in models.NAMES if models.capabilities(n).token_input
+                                  and models.capabilities(n).direct])
+def test_a_token_models_direct_forecast_is_its_last_tokens_output(name):
+    """Run directly, a token model computes the forecast after its last token alone: what it returns for that token
+    when run autoregressively (the same parameters, drawn alike)."""
+    x, marks, kwargs = inputs(name, 2, 3)
+    ar, direct = build(name, 3, False).eval(), build(name, 3, True).eval()
+    with torch.no_grad():
+        whole, last = ar(x, marks, **kwargs), direct(x, marks, **kwargs)
+    assert last.shape[1] == TASK["output_token_len"]
+    torch.testing.assert_close(last, whole[:, -TASK["output_token_len"]:])
 
 
 MULTI = [(name, nar, cov) for name, nar, cov in CASES if models.capabilities(name).multi_output]

@@ -12,9 +12,9 @@ from utils.errors import ConfigError
 from utils.provenance import machine_kind
 
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source", "protocol",
-                     "crps", "nmae", "smape", "mase", "owa", "msis", "acd"]
+                     "crps", "nmae", "smape", "mase", "owa", "msis", "acd", "checkpoint"]
 # the numbers each protocol's rows give; M4's point and interval sheets each give a set
-PROTOCOL_METRICS = {"tslib": [("mse", "mae")], "probts": [("crps", "nmae")],
+PROTOCOL_METRICS = {"tslib": [("mse", "mae")], "probts": [("crps", "nmae")], "zero_shot": [("mse", "mae")],
                     "m4": [("smape", "mase", "owa"), ("msis", "acd"), ("smape", "mase", "owa", "msis", "acd")]}
 
 
@@ -23,7 +23,8 @@ def test_shipped_reference_table_names_a_source_for_every_number():
         every = list(csv.DictReader(f))
     assert list(every[0]) == REFERENCE_COLUMNS
     for r in every:
-        given = {k for k in REFERENCE_COLUMNS[6:] if k not in ("source", "protocol") and r[k]}
+        given = {k for k in REFERENCE_COLUMNS[6:] if k not in ("source", "protocol", "checkpoint") and r[k]}
+        assert bool(r["checkpoint"]) == (r["protocol"] == "zero_shot"), "a zero-shot number names its checkpoint"
         sets = [set(s) for s in PROTOCOL_METRICS[r["protocol"]]]
         assert r["source"].startswith("https://") and given <= sets[-1], r
         assert given in sets or "only" in r["table"], "a source that publishes fewer metrics says so"

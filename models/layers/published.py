@@ -1,0 +1,72 @@
+"""What the models that read published checkpoints share: their publishers' packages, imported when a run needs
+them, and the checkpoint folders' configuration files."""
+import importlib
+import json
+import os
+
+from models.base import hparam
+
+REQUIREMENTS = "pip install -r requirements-foundation.txt"
+
+
+def package(module: str, distribution: str):
+    """The publisher's module, or ValueError with the one command that installs it (the registry and resolution turn
+    it into one line)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ValueError(f"needs the package {distribution}: {REQUIREMENTS}") from None
+
+
+def read_config(path: str, what: str) -> dict:
+    """config.json of a Hugging Face model folder; ValueError naming what was expected where it is not one."""
+    file = os.path.join(path, "config.json")
+    if not os.path.isfile(file):
+        found = "a file" if os.path.isfile(path) else \
+            f"a folder of {', '.join(sorted(os.listdir(path))[:5]) or 'nothing'}"
+        raise ValueError(f"expected {what} (a Hugging Face model folder with config.json), found {found}")
+    with open(file) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{file} is not JSON: {e}") from None
+
+
+def levels(text: str) -> tuple:
+    """A comma-separated list of quantile levels as floats in (0, 1)."""
+    try:
+        found = tuple(float(level) for level in text.split(","))
+    except ValueError:
+        raise ValueError(f"quantile_levels must be comma-separated numbers, got {text!r}") from None
+    if not all(0 < q < 1 for q in found) or list(found) != sorted(set(found)):
+        raise ValueError(f"quantile_levels must increase within (0, 1), got {text!r}")
+    return found
+
+
+def quantile_outputs(configs) -> tuple:
+    """(levels, index of the median) of a model that forecasts the fixed quantile_levels: it returns all of them
+    (n_outputs = their number: --loss quantile at those --quantiles) or their median (n_outputs 1: a point loss)."""
+    found = levels(configs.quantile_levels)
+    if configs.n_outputs not in (1, len(found)):
+        raise ValueError(f"forecasts {len(found)} quantiles ({configs.quantile_levels}) or their median: --loss "
+                         f"quantile with those --quantiles, or a point loss (not {configs.n_outputs} values per point)")
+    if 0.5 not in found:
+        raise ValueError(f"quantile_levels {configs.quantile_levels}: the median (0.5), the point forecast, is not "
+                         "among them")
+    return found, found.index(0.5)
+
+
+# the hyper-parameters the published forecasters share: one definition, one help text
+def quantile_levels_hparam():
+    return hparam("0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", "the quantiles a forecast gives (a published checkpoint's "
+                  "own); --loss quantile must ask for these", tiny="0.1,0.3,0.5,0.7,0.9")
+
+
+def context_length_hparam(default: int, tiny: int):
+    return hparam(default, "the most points of context a forecast reads: a longer window is cut to its last ones "
+                           "(the model's docstring says how it reads a shorter one)", tiny=tiny, low=1)
+
+
+def horizon_hparam(default: int, tiny: int):
+    return hparam(default, "points one forward forecasts: a longer forecast goes on from them as the model's "
+                           "publisher does (its docstring says how)", tiny=tiny, low=1)

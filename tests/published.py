@@ -1,0 +1,26 @@
+"""What the tests of the models that read published checkpoints share (tests/unit/test_foundation_*.py)."""
+import torch
+
+import models
+
+
+def load(name: str, folder, seq_len: int, horizon: int, n_outputs: int = 1, channels: int = 3):
+    """models/<name>.py built as --pretrained builds it (the checkpoint's architecture, its defaults) for a direct
+    forecast of `horizon` points of `channels` series, the published weights loaded; in eval mode."""
+    found = models.model_class(name).published(str(folder))
+    task = {"seq_len": seq_len, "output_token_len": horizon, "enc_in": channels, "covariate": False,
+            "n_outputs": n_outputs, "nonautoregressive": True, **found.task}
+    model = models.build(name, task, {**found.defaults, **found.hparams})
+    model.load_published(str(folder))
+    return model.eval()
+
+
+def assert_training_forecasts_alike_with_gradients(model, x: torch.Tensor) -> None:
+    """In training mode the model forecasts x exactly as in eval mode (no dropout in a published forecast path), and
+    a loss on it sends finite gradients to every parameter: fine-tuning trains through the whole forecast."""
+    with torch.no_grad():
+        evaluated = model.eval()(x)
+    out = model.train()(x)
+    torch.testing.assert_close(out, evaluated, rtol=0, atol=0)
+    (out - x.mean()).square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
