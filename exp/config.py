@@ -375,7 +375,8 @@ def _check_run_kind(draft) -> None:
     _require(draft.pretrained is None or (draft.pretrain_model_path is None and not draft.adaptation),
              "--pretrained is a published checkpoint (fine-tuned with --is_training 1); --adaptation "
              "--pretrain_model_path one of this framework's: choose one")
-    _require(draft.finetune == "full" or (draft.is_training and (draft.pretrained or draft.adaptation)),
+    _require(draft.finetune == "full" or draft.test_dir is not None  # a fine-tuned run tested as it was trained
+             or (draft.is_training and (draft.pretrained or draft.adaptation)),
              f"--finetune {draft.finetune} trains part of pretrained weights: give --pretrained (or --adaptation "
              "--pretrain_model_path) with --is_training 1")
     _require(draft.finetune == "lora" or (draft.lora_rank, draft.lora_alpha) == (parser().get_default("lora_rank"),

@@ -375,8 +375,10 @@ def reference_markdown() -> str:
 
 
 def zero_shot(args) -> bool:
-    """Pretrained weights tested as they are, on data they were not trained on."""
-    return not args.is_training and not args.adaptation and (args.pretrain_model_path or args.pretrained) is not None
+    """Pretrained weights tested as they are, on data they were not trained on (with --test_dir, --pretrained names
+    the published weights that run was fine-tuned from instead)."""
+    return not args.is_training and not args.adaptation and (
+        args.pretrain_model_path is not None or (args.pretrained is not None and args.test_dir is None))
 
 
 def uses_input_tokens(args) -> bool:

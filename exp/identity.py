@@ -196,9 +196,30 @@ def adopt_checkpoint(draft) -> RunIdentity:
                 changed.append(f"{name} {value}")
             setattr(draft, name, value)
     draft.seed = recorded.seed
+    _adopt_fine_tuning(draft, recorded.config["training"], path)
     if changed:
         log.info("testing %s as it was trained: %s", path, ", ".join(changed))
     return recorded
+
+
+def _adopt_fine_tuning(draft, training: dict, path: str) -> None:
+    """A run fine-tuned from a published checkpoint is tested on those weights, with the parts it trained (its
+    checkpoint holds those alone): --pretrained must name the checkpoint it was fine-tuned from, whose fingerprint
+    it records, and --finetune and LoRA's flags are the run's."""
+    recorded = training.get("pretrained")
+    if recorded is None and draft.pretrained is not None:
+        raise ConfigError(f"--test_dir: {path} was not fine-tuned from a published checkpoint; drop --pretrained")
+    if recorded is None:
+        return
+    if draft.pretrained is None:
+        raise ConfigError(f"--test_dir: {path} was fine-tuned from a published checkpoint (fingerprint {recorded}): "
+                          "name it with --pretrained")
+    found = tree_fingerprint(draft.pretrained) if os.path.exists(draft.pretrained) else "no such file or folder"
+    if found != recorded:
+        raise ConfigError(f"--test_dir: {path} was fine-tuned from the published checkpoint {recorded}; --pretrained "
+                          f"{draft.pretrained} is {found}")
+    for name in ("finetune", "lora_rank", "lora_alpha"):
+        setattr(draft, name, training.get(name, later_flags()[name]))
 
 
 def _record(checkpoint_dir: str) -> dict | None:

@@ -196,3 +196,28 @@ def test_the_report_sets_zero_shot_runs_beside_the_published_numbers_of_their_ch
     line = next(row for row in out.splitlines() if row.startswith("| tiny | 16 | chronos_bolt | bolt-tiny |"))
     assert "**+10.0%** ✗" in line and "A paper, Table 9" in line
     assert "no paper setting" not in out  # a zero-shot run is not a paper-setting training run
+
+
+def test_a_run_fine_tuned_with_lora_is_tested_at_another_horizon_on_its_published_weights(tiny_csv, tmp_path,
+                                                                                          chronos_dir):
+    """--test_dir with --pretrained: the run's adapters on the weights it was fine-tuned from, at any horizon; the
+    same horizon scores what the run's own test did; other weights, or none, are refused in one line."""
+    trained = run.main(_args(tiny_csv, tmp_path, chronos_dir, "--finetune", "lora", "--subset_rand_ratio", "0.1"))
+    setting = trained[0]["metrics"]["setting"]
+    test = ["--is_training", "0", "--test_dir", setting]
+    again = run.main(_args(tiny_csv, tmp_path, chronos_dir, *test))[0]["metrics"]
+    assert again["mse"] == trained[0]["metrics"]["mse"]
+    longer = run.main(_args(tiny_csv, tmp_path, chronos_dir, *test, "--test_pred_len", "32"))[0]["metrics"]
+    assert longer["test"] == "tp32" and longer["setting"] == setting
+    with pytest.raises(ConfigError, match="was fine-tuned from a published checkpoint .*: name it with --pretrained"):
+        run.main([a for a in _args(tiny_csv, tmp_path, chronos_dir, *test) if a not in ("--pretrained",
+                                                                                         str(chronos_dir))])
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in os.listdir(chronos_dir):
+        if not name.startswith("."):
+            (other / name).write_bytes((chronos_dir / name).read_bytes())
+    (other / "README.md").write_text("another download")
+    with pytest.raises(ConfigError, match=r"was fine-tuned from the published checkpoint .*; --pretrained .*other "
+                                          r"is \d+-"):
+        run.main(_args(tiny_csv, tmp_path, other, *test))
