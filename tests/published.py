@@ -16,8 +16,9 @@ def load(name: str, folder, seq_len: int, horizon: int, n_outputs: int = 1, chan
 
 
 def assert_training_forecasts_alike_with_gradients(model, x: torch.Tensor) -> None:
-    """In training mode the model forecasts x exactly as in eval mode (no dropout in a published forecast path), and
-    a loss on it sends finite gradients to every parameter: fine-tuning trains through the whole forecast."""
+    """In training mode the model forecasts x exactly as in eval mode, and a loss on it sends finite gradients to
+    every parameter: fine-tuning trains through the whole forecast. A model whose forecast path has dropout is built
+    without it for this (--dropout 0)."""
     with torch.no_grad():
         evaluated = model.eval()(x)
     out = model.train()(x)

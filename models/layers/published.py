@@ -57,9 +57,9 @@ def quantile_outputs(configs) -> tuple:
 
 
 # the hyper-parameters the published forecasters share: one definition, one help text
-def quantile_levels_hparam():
-    return hparam("0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", "the quantiles a forecast gives (a published checkpoint's "
-                  "own); --loss quantile must ask for these", tiny="0.1,0.3,0.5,0.7,0.9")
+def quantile_levels_hparam(default: str = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"):
+    return hparam(default, "the quantiles a forecast gives (a published checkpoint's own); --loss quantile must ask "
+                  "for these", tiny="0.1,0.3,0.5,0.7,0.9")
 
 
 def context_length_hparam(default: int, tiny: int):

@@ -4,15 +4,15 @@
     python scripts/benchmark/foundation.py --models chronos_bolt --windows 256 --device cuda
 
 For each model it builds a random network with the publisher's own classes (the sizes below: Chronos-Bolt at
-chronos-bolt-tiny's published size, TiRex and TimesFM shrunk so that a CPU runs them in seconds), saves it in the
-published format, loads it through --pretrained's path (published() and load_published()), and forecasts the same
-windows (windows x channels series, seq_len points, horizon points) both ways, batch by batch:
+chronos-bolt-tiny's published size, Chronos-2, TiRex and TimesFM shrunk so that a CPU runs them in seconds), saves
+it in the published format, loads it through --pretrained's path (published() and load_published()), and forecasts
+the same windows (windows x channels series, seq_len points, horizon points) both ways, batch by batch:
     ours         the framework's forward: every channel of a batch of windows in one call, on the device
-    publisher    ChronosBoltPipeline.predict / TiRex forecast / TimesFM forecast on the same series, as a user calls
-                 them (tensors or lists of arrays in, CPU arrays out)
+    publisher    ChronosBoltPipeline.predict, Chronos2Pipeline.predict_quantiles, TiRex's forecast or TimesFM's
+                 forecast on the same series, as a user calls them (tensors or lists of arrays in, CPU arrays out)
 timed in turns after a warm-up of each, and prints the median windows/s of each, their ratio and the largest
-difference between the two forecasts. Numbers only;
-nothing is asserted. Measured numbers live in docs/foundation.md.
+difference between the two forecasts. Numbers only; nothing is asserted. Measured numbers live in
+docs/foundation.md.
 """
 import argparse
 import contextlib
@@ -33,7 +33,7 @@ from models.layers.published import REQUIREMENTS  # noqa: E402
 from utils import cli  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
 
-MODELS = ("chronos_bolt", "tirex", "timesfm")
+MODELS = ("chronos_bolt", "chronos2", "tirex", "timesfm")
 DECILES = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 
 
@@ -50,8 +50,31 @@ def chronos_bolt(folder: str, device: torch.device):
     ChronosBoltModelForForecasting(T5Config(**config)).save_pretrained(folder)
     pipeline = ChronosBoltPipeline.from_pretrained(folder, device_map=str(device))
 
-    def publisher(series: torch.Tensor, horizon: int) -> np.ndarray:
-        return pipeline.predict(series, prediction_length=horizon)[:, DECILES.index(0.5)].numpy()
+    def publisher(windows: torch.Tensor, horizon: int) -> np.ndarray:
+        return pipeline.predict(_series(windows), prediction_length=horizon)[:, DECILES.index(0.5)].numpy()
+    return folder, publisher
+
+
+def chronos2(folder: str, device: torch.device):
+    """amazon/chronos-2's layout at 4 layers of width 256 (the published: 12 of 768), its 21 quantile levels,
+    random weights; each window's channels one multivariate task, as the pipeline takes a (windows, channels, time)
+    tensor."""
+    from chronos.chronos2 import Chronos2CoreConfig, Chronos2Model, Chronos2Pipeline
+    levels = [0.01, 0.05] + [round(0.1 + 0.05 * i, 2) for i in range(17)] + [0.95, 0.99]
+    config = {"chronos_pipeline_class": "Chronos2Pipeline", "architectures": ["Chronos2Model"],
+              "chronos_config": {"context_length": 2048, "input_patch_size": 16, "input_patch_stride": 16,
+                                 "output_patch_size": 16, "max_output_patches": 4, "quantiles": levels,
+                                 "time_encoding_scale": 2048, "use_arcsinh": True, "use_reg_token": True},
+              "d_model": 256, "d_ff": 1024, "d_kv": 64, "num_heads": 4, "num_layers": 4, "dropout_rate": 0.1,
+              "feed_forward_proj": "relu", "initializer_factor": 0.05, "layer_norm_epsilon": 1e-6,
+              "model_type": "t5", "pad_token_id": 0, "reg_token_id": 1, "rope_theta": 10000.0, "vocab_size": 2}
+    Chronos2Model(Chronos2CoreConfig(**config)).save_pretrained(folder)
+    pipeline = Chronos2Pipeline.from_pretrained(folder, device_map=str(device))
+
+    def publisher(windows: torch.Tensor, horizon: int) -> np.ndarray:
+        _, median = pipeline.predict_quantiles(windows.transpose(1, 2), prediction_length=horizon,
+                                               quantile_levels=[0.5])
+        return torch.stack(median).numpy()  # (windows, channels, horizon)
     return folder, publisher
 
 
@@ -73,7 +96,8 @@ def tirex(folder: str, device: torch.device):
     with _cwd(folder):  # its load_model reads the model's name from the path
         api = package.load_model(os.path.join("NX-AI", "TiRex", "model.ckpt"), device=str(device), backend="torch")
 
-    def publisher(series: torch.Tensor, horizon: int) -> np.ndarray:
+    def publisher(windows: torch.Tensor, horizon: int) -> np.ndarray:
+        series = _series(windows)
         return api.forecast(series, prediction_length=horizon, batch_size=len(series))[1].numpy()
     return path, publisher
 
@@ -113,7 +137,8 @@ def timesfm(folder: str, device: torch.device):  # its API takes CUDA when there
                "infer_is_positive": True, "fix_quantile_crossing": True}
     compiled = {}
 
-    def publisher(series: torch.Tensor, horizon: int) -> np.ndarray:
+    def publisher(windows: torch.Tensor, horizon: int) -> np.ndarray:
+        series = _series(windows)
         shape = (series.shape[1], horizon, len(series))
         if compiled.get("shape") != shape:
             api.compile(ForecastConfig(max_context=series.shape[1], max_horizon=horizon,
@@ -121,6 +146,12 @@ def timesfm(folder: str, device: torch.device):  # its API takes CUDA when there
             compiled["shape"] = shape
         return api.forecast(horizon, list(series.double().numpy()))[0]
     return folder, publisher, options
+
+
+def _series(windows: torch.Tensor) -> torch.Tensor:
+    """(windows, time, channels) -> (windows x channels, time): every channel a series, as a univariate API takes
+    them."""
+    return windows.transpose(1, 2).reshape(-1, windows.shape[1])
 
 
 @contextlib.contextmanager
@@ -167,7 +198,7 @@ def _paired(ours_fn, theirs_fn, repeats: int, device: torch.device) -> tuple:
 
 
 def bench(name: str, args, device: torch.device) -> dict:
-    builders = {"chronos_bolt": chronos_bolt, "tirex": tirex, "timesfm": timesfm}
+    builders = {"chronos_bolt": chronos_bolt, "chronos2": chronos2, "tirex": tirex, "timesfm": timesfm}
     with tempfile.TemporaryDirectory() as folder:
         torch.manual_seed(0)
         built = builders[name](folder, device)
@@ -181,8 +212,8 @@ def bench(name: str, args, device: torch.device) -> dict:
         def run_ours():
             return torch.cat([model(batch.to(device)).cpu() for batch in batches])
 
-        def run_publisher():  # the same series: each window's channels, one after another
-            return np.concatenate([publisher(batch.transpose(1, 2).reshape(-1, args.seq_len), args.horizon)
+        def run_publisher():  # the same windows; per window its channels, one after another
+            return np.concatenate([np.asarray(publisher(batch, args.horizon)).reshape(len(batch), args.channels, -1)
                                    for batch in batches])
 
         ours_s, theirs_s, ours_out, theirs_out = _paired(run_ours, run_publisher, args.repeats, device)
