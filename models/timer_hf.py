@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
-from models.layers.published import package, read_config
+from models.layers.published import mapped_state, package, read_config
 from models.layers.transformer import MultiHeadAttention, SwiGLU, rotary_tables
 
 WHAT = "a Timer checkpoint (model_type timer, as thuml/timer-base-84m)"
@@ -151,23 +151,8 @@ class Model(nn.Module):
     def from_published(self, weights: dict) -> dict:
         """This model's state dict from the publisher's (TimerForPrediction's keys); ValueError naming the keys
         missing, unexpected or of another shape."""
-        names = published_names(len(self.layers), len(self.heads))
-        expected = {key for parts in names.values() for key in parts}
-        missing, unexpected = sorted(expected - weights.keys()), sorted(weights.keys() - expected)
-        if missing or unexpected:
-            listed = [f"{what} {', '.join(keys[:4])}{' ...' if len(keys) > 4 else ''}"
-                      for what, keys in (("missing", missing), ("unexpected", unexpected)) if keys]
-            raise ValueError(f"expected the tensors of a Timer of e_layers {len(self.layers)} and {len(self.heads)} "
-                             f"output heads; found {'; '.join(listed)}")
-        ours = self.state_dict()
-        state = {}
-        for name, parts in names.items():
-            state[name] = torch.cat([weights[key] for key in parts]) if len(parts) > 1 else weights[parts[0]]
-            if state[name].shape != ours[name].shape:
-                shapes = ", ".join(f"{key} {tuple(weights[key].shape)}" for key in parts)
-                raise ValueError(f"the checkpoint's {shapes} do not fit this model's {name} "
-                                 f"{tuple(ours[name].shape)}")
-        return state
+        return mapped_state(weights, published_names(len(self.layers), len(self.heads)), self.state_dict(),
+                            f"a Timer of e_layers {len(self.layers)} and {len(self.heads)} output heads")
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
         B, L, C = x.shape

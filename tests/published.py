@@ -4,13 +4,16 @@ import torch
 import models
 
 
-def load(name: str, folder, seq_len: int, horizon: int, n_outputs: int = 1, channels: int = 3):
-    """models/<name>.py built as --pretrained builds it (the checkpoint's architecture, its defaults) for a direct
-    forecast of `horizon` points of `channels` series, the published weights loaded; in eval mode."""
-    found = models.model_class(name).published(str(folder))
+def load(name: str, folder, seq_len: int, horizon: int, n_outputs: int = 1, channels: int = 3, **hparams):
+    """models/<name>.py built as --pretrained builds it (every hyper-parameter at its default, the checkpoint's
+    where it has one; `hparams` as flags would give them) for a direct forecast of `horizon` points of `channels`
+    series, the published weights loaded; in eval mode."""
+    model_class = models.model_class(name)
+    found = model_class.published(str(folder))
+    own = {f.name: f.default for f in models.hyperparameter_fields(model_class)}
     task = {"seq_len": seq_len, "output_token_len": horizon, "enc_in": channels, "covariate": False,
             "n_outputs": n_outputs, "nonautoregressive": True, **found.task}
-    model = models.build(name, task, {**found.defaults, **found.hparams})
+    model = models.build(name, task, {**own, **found.defaults, **hparams, **found.hparams})
     model.load_published(str(folder))
     return model.eval()
 

@@ -4,6 +4,8 @@ import importlib
 import json
 import os
 
+import torch
+
 from models.base import hparam
 
 REQUIREMENTS = "pip install -r requirements-foundation.txt"
@@ -70,3 +72,23 @@ def context_length_hparam(default: int, tiny: int):
 def horizon_hparam(default: int, tiny: int):
     return hparam(default, "points one forward forecasts: a longer forecast goes on from them as the model's "
                            "publisher does (its docstring says how)", tiny=tiny, low=1)
+
+
+def mapped_state(weights: dict, names: dict, ours: dict, what: str) -> dict:
+    """A state dict of ours from a publisher's: `names` maps each of our keys to the publisher's keys that make it
+    (several are concatenated in their order: q, k and v into one projection); `ours` is our state dict, whose shapes
+    each must have. ValueError naming the keys missing, unexpected or of another shape (`what`: the tensors expected,
+    e.g. "a Timer of e_layers 8 and 1 output heads")."""
+    expected = {key for parts in names.values() for key in parts}
+    missing, unexpected = sorted(expected - weights.keys()), sorted(weights.keys() - expected)
+    if missing or unexpected:
+        listed = [f"{kind} {', '.join(keys[:4])}{' ...' if len(keys) > 4 else ''}"
+                  for kind, keys in (("missing", missing), ("unexpected", unexpected)) if keys]
+        raise ValueError(f"expected the tensors of {what}; found {'; '.join(listed)}")
+    state = {}
+    for name, parts in names.items():
+        state[name] = torch.cat([weights[key] for key in parts]) if len(parts) > 1 else weights[parts[0]]
+        if state[name].shape != ours[name].shape:
+            shapes = ", ".join(f"{key} {tuple(weights[key].shape)}" for key in parts)
+            raise ValueError(f"the checkpoint's {shapes} do not fit this model's {name} {tuple(ours[name].shape)}")
+    return state

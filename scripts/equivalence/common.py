@@ -2,7 +2,10 @@
 generate's forecasts with ours. They run in environments of their own, beside the official code's old transformers,
 with this repository on PYTHONPATH."""
 import argparse
+import importlib
+import os
 import sys
+import types
 
 
 def fail(message: str) -> None:
@@ -18,6 +21,46 @@ def ints(text: str) -> list:
     if not found or min(found) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return found
+
+
+def hugging_face_modeling(folder: str, files: tuple, modeling: str):
+    """The publisher's modeling module `modeling` (e.g. "modeling_timer") of a checkpoint's Hugging Face folder, or of
+    its copy in the sktime wheel (sktime/libs/<model>/, whose imports go through sktime.utils.dependencies: a stand-in
+    is put in its place where sktime is not installed), imported from `folder` as a package of its own (its relative
+    imports); one line where the folder lacks one of `files` or the code does not import here."""
+    absent = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
+    if absent:
+        fail(f"--official {folder}: expected the publisher's {', '.join(files)}; missing {', '.join(absent)}")
+    with open(os.path.join(folder, f"{modeling}.py")) as f:
+        through_sktime = "from sktime" in f.read()
+    if through_sktime:
+        try:
+            importlib.import_module("sktime.utils.dependencies")
+        except ImportError:
+            _stand_in_for_sktime()
+    name = f"{modeling}_official"
+    package = types.ModuleType(name)
+    package.__path__ = [folder]
+    sys.modules[name] = package
+    try:
+        return importlib.import_module(f"{name}.{modeling}")
+    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the publisher's code raised
+        fail(f"--official {folder}: its {modeling}.py does not import here: {type(e).__name__}: {e} "
+             "(it needs transformers 4.40.1, safetensors and torch)")
+
+
+def _stand_in_for_sktime() -> None:
+    """sktime.utils.dependencies._safe_import: the object at a dotted path (module, or module attribute)."""
+    def safe_import(path: str):
+        try:
+            return importlib.import_module(path)
+        except ImportError:
+            module, _, name = path.rpartition(".")
+            return getattr(importlib.import_module(module), name)
+
+    for name in ("sktime", "sktime.utils", "sktime.utils.dependencies"):
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["sktime.utils.dependencies"]._safe_import = safe_import
 
 
 def parser(description: str, official: str, horizons: list, seq_lens: list, series: int,

@@ -16,19 +16,16 @@ forecast's largest |value|. Horizons within one head and beyond it (several step
 does); a context length that is not a whole number of patches (generate drops the points before the last whole
 patches). Exit status 1 when a difference exceeds --tolerance, 2 on bad input (one line naming it).
 """
-import importlib
-import importlib.util
 import os
 import sys
 import tempfile
-import types
 
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import Comparison, check, fail, parser  # noqa: E402
+from scripts.equivalence.common import Comparison, check, fail, hugging_face_modeling, parser  # noqa: E402
 
 FILES = ("configuration_timer.py", "modeling_timer.py", "ts_generation_mixin.py")
 TINY = {"input_token_len": 8, "hidden_size": 32, "intermediate_size": 48, "output_token_lens": [8, 24],
@@ -36,40 +33,7 @@ TINY = {"input_token_len": 8, "hidden_size": 32, "intermediate_size": 48, "outpu
 
 
 
-def official_module(folder: str):
-    """The publisher's modeling_timer, imported from `folder` as a package of its own (its relative imports)."""
-    absent = [name for name in FILES if not os.path.isfile(os.path.join(folder, name))]
-    if absent:
-        fail(f"--official {folder}: expected the publisher's {', '.join(FILES)}; missing {', '.join(absent)}")
-    with open(os.path.join(folder, "modeling_timer.py")) as f:
-        through_sktime = "from sktime" in f.read()
-    if through_sktime:
-        try:
-            importlib.import_module("sktime.utils.dependencies")
-        except ImportError:
-            _stand_in_for_sktime()
-    package = types.ModuleType("timer_official")
-    package.__path__ = [folder]
-    sys.modules["timer_official"] = package
-    try:
-        return importlib.import_module("timer_official.modeling_timer")
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the publisher's code raised
-        fail(f"--official {folder}: its modeling_timer.py does not import here: {type(e).__name__}: {e} "
-             "(it needs transformers 4.40.1, safetensors and torch)")
 
-
-def _stand_in_for_sktime() -> None:
-    """sktime.utils.dependencies._safe_import: the object at a dotted path (module, or module attribute)."""
-    def safe_import(path: str):
-        try:
-            return importlib.import_module(path)
-        except ImportError:
-            module, _, name = path.rpartition(".")
-            return getattr(importlib.import_module(module), name)
-
-    for name in ("sktime", "sktime.utils", "sktime.utils.dependencies"):
-        sys.modules[name] = types.ModuleType(name)
-    sys.modules["sktime.utils.dependencies"]._safe_import = safe_import
 
 
 def main() -> int:
@@ -80,7 +44,7 @@ def main() -> int:
         fail(f"--official {args.official}: no such folder")
     if min(args.seq_lens) < TINY["input_token_len"]:
         fail(f"--seq_lens: each at least one patch ({TINY['input_token_len']} points)")
-    modeling = official_module(args.official)
+    modeling = hugging_face_modeling(args.official, FILES, "modeling_timer")
 
     import models  # the framework (imported after the official code: theirs first on sys.path)
 

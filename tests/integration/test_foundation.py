@@ -36,6 +36,9 @@ def _published_checkpoint(name: str, folder):
     if name == "chronos2":
         from tests.unit.test_foundation_chronos2 import make_checkpoint
         return make_checkpoint(folder)
+    if name == "sundial":
+        from tests.unit.test_foundation_sundial import write_checkpoint
+        return write_checkpoint(folder)
     if name == "time_moe":
         from tests.unit.test_foundation_time_moe import random_weights, write
         return write(folder, random_weights())
@@ -43,7 +46,7 @@ def _published_checkpoint(name: str, folder):
     return write_checkpoint(folder)
 
 
-@pytest.mark.parametrize("name", ["chronos_bolt", "chronos2", "tirex", "timesfm", "timer_hf", "time_moe"])
+@pytest.mark.parametrize("name", ["chronos_bolt", "chronos2", "tirex", "timesfm", "timer_hf", "time_moe", "sundial"])
 def test_every_published_model_is_tested_zero_shot_and_fine_tuned_with_lora_through_run_py(name, tiny_csv, tmp_path):
     path = _published_checkpoint(name, tmp_path / "published")
     args = _args(tiny_csv, tmp_path, path, "--subset_rand_ratio", "0.1")
