@@ -1,6 +1,5 @@
 import hashlib
 import math
-import os
 import struct
 from dataclasses import dataclass
 
@@ -11,8 +10,8 @@ from torch import nn
 from models import timer_hf
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.dropout import Dropout
-from models.layers.published import horizon_hparam, levels, mapped_state, package, quantile_levels_hparam, read_config
-from models.layers.transformer import rotary_tables
+from models.layers.published import horizon_hparam, levels, mapped_state, quantile_levels_hparam
+from models.layers.transformer import init_linear, rotary_tables
 
 WHAT = "a Sundial checkpoint (model_type sundial, as thuml/sundial-base-128m)"
 INIT_STD = timer_hf.INIT_STD  # the publisher's initializer_range: every Linear ~ N(0, 0.02), biases 0 (its head too)
@@ -225,24 +224,12 @@ class Model(nn.Module):
                                     for _ in range(configs.e_layers))
         self.norm = nn.LayerNorm(configs.d_model)
         self.head = FlowHead(self.horizon, configs.d_model, configs.d_model, configs.flow_layers)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=INIT_STD)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_linear(self, INIT_STD)
 
     @staticmethod
     def published(path: str) -> Published:
-        found = read_config(os.path.dirname(path) if os.path.isfile(path) else path, WHAT)
-        if found.get("model_type") != "sundial":
-            raise ValueError(f"expected {WHAT}, found model_type {found.get('model_type')!r} in config.json")
-        config = {**CONFIG_DEFAULTS, **found}
-        if config["hidden_act"] != "silu":
-            raise ValueError(f"expected hidden_act silu (the SwiGLU and embedding of every published Sundial), found "
-                             f"{config['hidden_act']!r}")
-        if not config["use_cache"]:
-            raise ValueError("expected use_cache true, as the published Sundial has: with use_cache false its "
-                             "generate returns only the last step's samples of a longer forecast")
+        config = timer_hf.thuml_config(path, "sundial", WHAT, CONFIG_DEFAULTS,
+                                       "returns only the last step's samples of a longer forecast")
         lengths = config["output_token_lens"]
         if not isinstance(lengths, list) or not lengths or not all(isinstance(n, int) and n > 0 for n in lengths):
             raise ValueError(f"expected output_token_lens, a list of positive lengths; found {lengths!r}")
@@ -259,17 +246,7 @@ class Model(nn.Module):
         return Published(hparams, defaults=defaults)
 
     def load_published(self, path: str) -> None:
-        folder = os.path.dirname(path) if os.path.isfile(path) else path
-        found = self.published(folder).hparams  # ValueError naming what it found where it is not a Sundial checkpoint
-        differ = [f"{k} {v} (this model's {self.architecture[k]})" for k, v in found.items()
-                  if v != self.architecture[k]]
-        if differ:  # n_heads shows in no tensor's shape
-            raise ValueError(f"the checkpoint's architecture is not this model's: {', '.join(differ)}")
-        file = os.path.join(folder, "model.safetensors")
-        if not os.path.isfile(file):
-            raise ValueError(f"expected {WHAT} with its weights in model.safetensors; found no such file in {folder}")
-        safetensors = package("safetensors.torch", "safetensors")
-        self.load_state_dict(self.from_published(safetensors.load_file(file)), strict=True)
+        timer_hf.load_thuml(self, path, WHAT)
 
     def from_published(self, weights: dict) -> dict:
         """This model's state dict from the publisher's (SundialForPrediction's keys); ValueError naming the keys

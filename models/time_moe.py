@@ -10,7 +10,7 @@ from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layer
 from models.layers.batch_stats import BatchMean
 from models.layers.outputs import channels_last, split_points
 from models.layers.published import read_config
-from models.layers.transformer import MultiHeadAttention, SwiGLU, rotary_tables
+from models.layers.transformer import MultiHeadAttention, SwiGLU, init_linear, rotary_tables
 
 INIT_STD = 0.02  # official initializer_range: every Linear weight ~ N(0, 0.02), biases 0
 RMS_EPS = 1e-6  # official rms_norm_eps
@@ -186,11 +186,7 @@ class Model(nn.Module):
         else:
             self.head = nn.ModuleList(nn.Linear(configs.d_model, h, bias=False) for h in self.horizons)
         self.routed_share = BatchMean()
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=INIT_STD)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_linear(self, INIT_STD)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None):
         B, L, C = x.shape

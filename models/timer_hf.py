@@ -6,7 +6,7 @@ from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.published import mapped_state, package, read_config
-from models.layers.transformer import MultiHeadAttention, SwiGLU, rotary_tables
+from models.layers.transformer import MultiHeadAttention, SwiGLU, init_linear, rotary_tables
 
 WHAT = "a Timer checkpoint (model_type timer, as thuml/timer-base-84m)"
 INIT_STD = 0.02  # the publisher's initializer_range: Linear weights ~ N(0, 0.02), biases 0
@@ -104,24 +104,12 @@ class Model(nn.Module):
                                     for _ in range(configs.e_layers))
         self.norm = nn.LayerNorm(configs.d_model)
         self.heads = nn.ModuleList(nn.Linear(configs.d_model, length, bias=False) for length in self.head_lens)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=INIT_STD)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_linear(self, INIT_STD)
 
     @staticmethod
     def published(path: str) -> Published:
-        found = read_config(os.path.dirname(path) if os.path.isfile(path) else path, WHAT)
-        if found.get("model_type") != "timer":
-            raise ValueError(f"expected {WHAT}, found model_type {found.get('model_type')!r} in config.json")
-        config = {**CONFIG_DEFAULTS, **found}
-        if config["hidden_act"] != "silu":
-            raise ValueError(f"expected hidden_act silu (the SwiGLU of every published Timer), found "
-                             f"{config['hidden_act']!r}")
-        if not config["use_cache"]:
-            raise ValueError("expected use_cache true, as the published Timer has: with use_cache false its generate "
-                             "scales the whole growing sequence at each step, which this model does not")
+        config = thuml_config(path, "timer", WHAT, CONFIG_DEFAULTS, "scales the whole growing sequence at each step, "
+                                                                    "which this model does not")
         lengths = config["output_token_lens"]
         if not isinstance(lengths, list) or not lengths:
             raise ValueError(f"expected output_token_lens, a list of head lengths; found {lengths!r}")
@@ -136,17 +124,7 @@ class Model(nn.Module):
         return Published(hparams, defaults={"dropout": config["attention_dropout"]})
 
     def load_published(self, path: str) -> None:
-        folder = os.path.dirname(path) if os.path.isfile(path) else path
-        found = self.published(folder).hparams  # ValueError naming what it found where it is not a Timer checkpoint
-        differ = [f"{k} {v} (this model's {self.architecture[k]})" for k, v in found.items()
-                  if v != self.architecture[k]]
-        if differ:  # n_heads shows in no tensor's shape
-            raise ValueError(f"the checkpoint's architecture is not this model's: {', '.join(differ)}")
-        file = os.path.join(folder, "model.safetensors")
-        if not os.path.isfile(file):
-            raise ValueError(f"expected {WHAT} with its weights in model.safetensors; found no such file in {folder}")
-        safetensors = package("safetensors.torch", "safetensors")
-        self.load_state_dict(self.from_published(safetensors.load_file(file)), strict=True)
+        load_thuml(self, path, WHAT)
 
     def from_published(self, weights: dict) -> dict:
         """This model's state dict from the publisher's (TimerForPrediction's keys); ValueError naming the keys
@@ -205,6 +183,38 @@ def head_lengths(text: str, patch_len: int) -> tuple:
         raise ValueError(f"output_heads must increase, each a positive multiple of patch_len {patch_len}: the "
                          f"forecast appends whole patches; got {text!r}")
     return found
+
+
+def load_thuml(model: nn.Module, path: str, what: str) -> None:
+    """A thuml checkpoint's model.safetensors into `model` (Timer, Sundial: its published(), its architecture, its
+    from_published()), after its configuration is checked to be the model's: n_heads shows in no tensor's shape."""
+    folder = os.path.dirname(path) if os.path.isfile(path) else path
+    found = model.published(folder).hparams  # ValueError naming what it found where it is not such a checkpoint
+    differ = [f"{k} {v} (this model's {model.architecture[k]})" for k, v in found.items() if v != model.architecture[k]]
+    if differ:
+        raise ValueError(f"the checkpoint's architecture is not this model's: {', '.join(differ)}")
+    file = os.path.join(folder, "model.safetensors")
+    if not os.path.isfile(file):
+        raise ValueError(f"expected {what} with its weights in model.safetensors; found no such file in {folder}")
+    safetensors = package("safetensors.torch", "safetensors")
+    model.load_state_dict(model.from_published(safetensors.load_file(file)), strict=True)
+
+
+def thuml_config(path: str, model_type: str, what: str, defaults: dict, without_cache: str) -> dict:
+    """config.json of a thuml checkpoint (Timer's, Sundial's: the folder or a file in it), absent keys at the
+    publisher's configuration's defaults; ValueError naming what is not the published models' (another model_type,
+    an activation other than the SwiGLU's silu, use_cache false, whose generate `without_cache` does)."""
+    found = read_config(os.path.dirname(path) if os.path.isfile(path) else path, what)
+    if found.get("model_type") != model_type:
+        raise ValueError(f"expected {what}, found model_type {found.get('model_type')!r} in config.json")
+    config = {**defaults, **found}
+    if config["hidden_act"] != "silu":
+        raise ValueError(f"expected hidden_act silu (the SwiGLU of every published {model_type}), found "
+                         f"{config['hidden_act']!r}")
+    if not config["use_cache"]:
+        raise ValueError(f"expected use_cache true, as the published {model_type} has: with use_cache false its "
+                         f"generate {without_cache}")
+    return config
 
 
 def published_names(n_layers: int, n_heads: int) -> dict:

@@ -56,6 +56,16 @@ class SwiGLU(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+def init_linear(model: nn.Module, std: float) -> None:
+    """Every Linear weight of `model` ~ N(0, std), every bias 0: the initialisation of the Hugging Face checkpoints'
+    own code (initializer_range), which Timer, Sundial and Time-MoE keep."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
 def activation(name: str) -> nn.Module:
     return {"relu": nn.ReLU(), "gelu": nn.GELU()}[name]
 
