@@ -86,7 +86,7 @@ class Model(nn.Module):
         patch_len: int = hparam(32, "points per input patch (and the stride between patches)", tiny=2, low=1)
         horizon: int = horizon_hparam(128, tiny=4)  # a multiple of patch_len: the median is fed back in patches
         quantile_horizon: int = hparam(1024, "points the continuous quantile head forecasts in one forward",
-                                       tiny=16, low=1)
+                                       tiny=64, low=1)
         quantile_levels: str = quantile_levels_hparam()
         # TimesFM's max_context, rounded up to a multiple of patch_len; context and forecast (each rounded up to whole
         # patches) must fit in its context limit of 16384 points
