@@ -13,12 +13,10 @@ import re
 from torch import nn
 
 import models
+from models.layers.published import REQUIREMENTS
 from utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-FOUNDATION_REQUIREMENTS = "pip install -r requirements-foundation.txt"
-
 
 def reads_published(name: str) -> bool:
     model = models.model_class(name)
@@ -43,7 +41,7 @@ def resolve_published(draft, default_of) -> None:
     except ValueError as e:
         raise ConfigError(f"--pretrained {path}: {e}") from None
     except ImportError as e:
-        raise ConfigError(f"model {draft.model} needs {e.name or e}: {FOUNDATION_REQUIREMENTS}") from None
+        raise ConfigError(f"model {draft.model} needs {e.name or e}: {REQUIREMENTS}") from None
     for name, value in {**found.hparams, **found.task}.items():
         given = getattr(draft, name)
         if given is not None and given != default_of(name) and given != value:
@@ -95,7 +93,7 @@ def adapt(model: nn.Module, config) -> nn.Module:
     try:
         from peft import LoraConfig, inject_adapter_in_model
     except ImportError:
-        raise ConfigError(f"--finetune lora needs peft: {FOUNDATION_REQUIREMENTS}") from None
+        raise ConfigError(f"--finetune lora needs peft: {REQUIREMENTS}") from None
     model.requires_grad_(False)
     # a pattern of the exact names: a list would also match any module whose name merely ends in one of them
     pattern = "|".join(re.escape(name) for name in targets)
