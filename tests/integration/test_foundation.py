@@ -46,6 +46,7 @@ def _published_checkpoint(name: str, folder):
     return write_checkpoint(folder)
 
 
+@pytest.mark.slow  # seven models trained and tested; test_models.py holds each end to end in the fast tier
 @pytest.mark.parametrize("name", ["chronos_bolt", "chronos2", "tirex", "timesfm", "timer_hf", "time_moe", "sundial"])
 def test_every_published_model_is_tested_zero_shot_and_fine_tuned_with_lora_through_run_py(name, tiny_csv, tmp_path):
     path = _published_checkpoint(name, tmp_path / "published")
@@ -204,6 +205,7 @@ def test_the_report_sets_zero_shot_runs_beside_the_published_numbers_of_their_ch
     assert "no paper setting" not in out  # a zero-shot run is not a paper-setting training run
 
 
+@pytest.mark.slow  # a fine-tuning and four tests
 def test_a_run_fine_tuned_with_lora_is_tested_at_another_horizon_on_its_published_weights(tiny_csv, tmp_path,
                                                                                           chronos_dir):
     """--test_dir with --pretrained: the run's adapters on the weights it was fine-tuned from, at any horizon; the

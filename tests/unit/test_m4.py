@@ -128,6 +128,7 @@ def _m4_environment() -> str:
     return python
 
 
+@pytest.mark.slow  # subprocesses of the statsforecast environment
 def test_ets_and_arima_come_from_their_own_environment_cached_under_the_files_fingerprint(tmp_path):
     """--stats_python: statsforecast's ETS and ARIMA in the environment requirements-m4-statistical.txt makes (CI
     makes it as .venv-m4; without it only the refusal is checked), scored beside the others with MSIS and ACD; run
@@ -156,6 +157,7 @@ def test_ets_and_arima_come_from_their_own_environment_cached_under_the_files_fi
     assert len(list(cache.iterdir())) == 6, "another fingerprint: forecast anew, the old ones kept apart"
 
 
+@pytest.mark.slow  # fits and simulates in the statsforecast environment
 def test_ets_intervals_where_statsforecast_differs_from_the_book_agree_with_simulated_paths():
     """m4_statistical.py computes the variance of multiplicative-season ETS models itself (statsforecast 2.1.1's
     recursion never moves its state on): on MNM and MAM fits of a generated hourly series, the 95% interval agrees
