@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
+from models.layers.outputs import per_series
 from models.layers.published import (
     context_length_hparam,
     horizon_hparam,
@@ -91,10 +92,12 @@ class Model(nn.Module):
         self.chronos.load_state_dict(loaded.state_dict(), strict=True)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        B, L, C = x.shape
-        quantiles = self.forecast(x.transpose(1, 2).reshape(B * C, L))  # (B * C, Q, output_token_len)
-        out = quantiles.unflatten(0, (B, C)).permute(0, 3, 1, 2)  # (B, T, C, Q)
-        return out if self.n_outputs > 1 else out[..., self.median]
+        return per_series(self._values, x, self.n_outputs)
+
+    def _values(self, context: torch.Tensor) -> torch.Tensor:
+        """(series, output_token_len, k): every quantile, or the median alone."""
+        quantiles = self.forecast(context).transpose(1, 2)
+        return quantiles if self.n_outputs > 1 else quantiles[..., self.median:self.median + 1]
 
     def forecast(self, context: torch.Tensor) -> torch.Tensor:
         """ChronosBoltPipeline.predict on a batch of contexts (series, time): quantiles (series, Q, output_token_len)

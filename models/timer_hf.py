@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
+from models.layers.outputs import per_series
 from models.layers.published import mapped_state, package, read_config
 from models.layers.transformer import MultiHeadAttention, SwiGLU, init_linear, rotary_tables
 
@@ -133,9 +134,7 @@ class Model(nn.Module):
                             f"a Timer of e_layers {len(self.layers)} and {len(self.heads)} output heads")
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        B, L, C = x.shape
-        forecast = self.forecast(x.transpose(1, 2).reshape(B * C, L))  # (B * C, output_token_len)
-        return forecast.view(B, C, -1).transpose(1, 2)
+        return per_series(lambda series: self.forecast(series)[..., None], x, 1)
 
     def forecast(self, series: torch.Tensor) -> torch.Tensor:
         """generate(series, max_new_tokens=output_token_len) on a batch of series (series, time)."""

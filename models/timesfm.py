@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, e_layers, hparam, n_heads
+from models.layers.outputs import per_series
 from models.layers.published import (
     context_length_hparam,
     horizon_hparam,
@@ -177,10 +178,13 @@ class Model(nn.Module):
                              ) from None
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        B, L, C = x.shape
-        forecast = self.forecast(x.transpose(1, 2).reshape(B * C, L))  # (B * C, T, 1 + Q): the mean, the quantiles
-        out = forecast[..., 1:].unflatten(0, (B, C)).transpose(1, 2)  # (B, T, C, Q)
-        return out if self.n_outputs > 1 else out[..., self.median]
+        return per_series(self._values, x, self.n_outputs)
+
+    def _values(self, context: torch.Tensor) -> torch.Tensor:
+        """(series, output_token_len, k): every quantile, or the median alone (the forecast's values are the mean,
+        then the quantiles)."""
+        quantiles = self.forecast(context)[..., 1:]
+        return quantiles if self.n_outputs > 1 else quantiles[..., self.median:self.median + 1]
 
     def forecast(self, context: torch.Tensor) -> torch.Tensor:
         """TimesFM_2p5_200M_torch.forecast (its compiled decode) on a batch of contexts (series, time): the mean and

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from models.base import Capabilities, Published, d_model, e_layers, hparam, n_heads
+from models.layers.outputs import per_series
 from models.layers.published import context_length_hparam, levels, package, quantile_levels_hparam, quantile_outputs
 
 DISTRIBUTION = "tirex-ts"
@@ -121,10 +122,12 @@ class Model(nn.Module):
         self.tirex.load_state_dict(checkpoint["state_dict"], strict=True)
 
     def forward(self, x: torch.Tensor, x_mark: torch.Tensor | None = None) -> torch.Tensor:
-        B, L, C = x.shape
-        quantiles = self.forecast(x.transpose(1, 2).reshape(B * C, L))  # (B * C, Q, output_token_len)
-        out = quantiles.unflatten(0, (B, C)).permute(0, 3, 1, 2).to(x.dtype)  # (B, T, C, Q)
-        return out if self.n_outputs > 1 else out[..., self.median]
+        return per_series(self._values, x, self.n_outputs)
+
+    def _values(self, context: torch.Tensor) -> torch.Tensor:
+        """(series, output_token_len, k) in the input's dtype: every quantile, or the median alone."""
+        quantiles = self.forecast(context).transpose(1, 2).to(context.dtype)
+        return quantiles if self.n_outputs > 1 else quantiles[..., self.median:self.median + 1]
 
     def forecast(self, context: torch.Tensor) -> torch.Tensor:
         """TiRexZero._forecast_tensor on a batch of contexts (series, time): quantiles (series, Q, output_token_len)."""

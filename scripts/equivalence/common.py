@@ -80,6 +80,8 @@ def parser(description: str, official: str, horizons: list, seq_lens: list, seri
 def check(args) -> None:
     if args.series < 1 or args.tolerance < 0:
         fail("--series must be at least 1 and --tolerance at least 0")
+    if not os.path.isdir(args.official):
+        fail(f"--official {args.official}: no such folder")
 
 
 class Comparison:

@@ -85,8 +85,6 @@ def main() -> int:
     args = parser(__doc__.split("\n\n")[0], "folder of the publisher's Sundial code", horizons=[5, 16, 24, 40],
                   seq_lens=[64, 61], series=6, tolerance=1e-5).parse_args()
     check(args)
-    if not os.path.isdir(args.official):
-        fail(f"--official {args.official}: no such folder")
     modeling = hugging_face_modeling(args.official, FILES, "modeling_sundial")
 
     import models  # the framework (imported after the official code: theirs first on sys.path)

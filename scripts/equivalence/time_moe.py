@@ -92,8 +92,6 @@ def main() -> int:
     options.add_argument("--seed", type=int, default=0)
     args = options.parse_args()
     check(args)
-    if not os.path.isdir(args.official):
-        fail(f"--official {args.official}: no such folder")
     if args.config is not None and not os.path.isfile(args.config):
         fail(f"--config {args.config}: no such file")
     modeling = official_modeling(args.official)

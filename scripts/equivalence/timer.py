@@ -40,8 +40,6 @@ def main() -> int:
     args = parser(__doc__.split("\n\n")[0], "folder of the publisher's Timer code", horizons=[5, 8, 20, 30, 56],
                   seq_lens=[64, 61], series=6, tolerance=1e-5).parse_args()
     check(args)
-    if not os.path.isdir(args.official):
-        fail(f"--official {args.official}: no such folder")
     if min(args.seq_lens) < TINY["input_token_len"]:
         fail(f"--seq_lens: each at least one patch ({TINY['input_token_len']} points)")
     modeling = hugging_face_modeling(args.official, FILES, "modeling_timer")
