@@ -145,9 +145,10 @@ def main(argv=None, callbacks=(), peers=None) -> list:
             seed_everything(rank_seed(plan.identity.seed, env.rank))  # training randomness: each rank its own
             results.append(Experiment(args, env, data, model, plan, callbacks).run())
             del model
-            # DDP's reducer must go while the process group is still registered: freed after it, the group's
-            # destructor would join gloo threads under the GIL they wait for (a hang at exit)
-            gc.collect()
+            if env.ddp:
+                # DDP's reducer must go while the process group is still registered: freed after it, the group's
+                # destructor would join gloo threads under the GIL they wait for (a hang at exit)
+                gc.collect()
         return results
     finally:
         locks.release()

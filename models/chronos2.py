@@ -81,7 +81,7 @@ class Model(nn.Module):
         patch_len: int = hparam(16, "points per input and output patch (and the stride between input patches)",
                                 tiny=2, low=1)
         context_length: int = context_length_hparam(8192, tiny=32)
-        horizon: int = horizon_hparam(1024, tiny=4)
+        horizon: int = horizon_hparam(1024, tiny=8)
         time_encoding_scale: int = hparam(8192, "the time index fed with every point of a patch is its position "
                                                 "divided by this (the context length the network was trained at)",
                                           tiny=32, low=1)

@@ -9,6 +9,7 @@ import pytest
 from utils import threads
 
 
+@pytest.mark.serial  # a pytest-xdist worker beside it would be a neighbour of its own
 def test_the_load_probe_sees_a_neighbour_spinning_and_not_this_process(tmp_path):
     """Alone, this process's own work is not counted; beside a process that spins, about a core is busy."""
     probe = threads.LoadProbe()
