@@ -28,7 +28,7 @@ from collections import defaultdict
 import numpy as np
 
 from analysis import stats
-from analysis.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch
+from analysis.report import DEFAULT_SETTINGS, ORDER, load_runs, load_settings, no_runs, paper_mismatch, paper_setting
 from utils import cli
 from utils.errors import ConfigError
 from utils.metrics import reported_names
@@ -48,8 +48,7 @@ def pick(groups: dict, settings: dict, name: str, dataset: str, test: str) -> li
     found = [runs for runs in groups.values()
              if _matches(runs[0], name) and runs[0]["dataset"] == dataset and runs[0]["test"] == test]
     if len(found) > 1:
-        paper = [runs for runs in found if paper_mismatch(
-            runs[0], settings.get((runs[0]["model"], dataset, runs[0]["test_pred_len"]))) is None]
+        paper = [runs for runs in found if paper_mismatch(runs[0], paper_setting(settings, runs[0])) is None]
         if len(paper) == 1:
             return paper[0]
         ids = ", ".join(sorted(runs[0]["config_id"] for runs in found))

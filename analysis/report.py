@@ -42,10 +42,13 @@ DEFAULT_REFERENCE = os.path.join(HERE, "scripts", "reproduce", "paper_results.cs
 DEFAULT_SETTINGS = os.path.join(HERE, "scripts", "reproduce", "paper_settings.json")
 DEFAULT_LEDGER = os.path.join(HERE, "scripts", "reproduce", "runs.csv")
 LEDGER_FIELDS = ("model", "dataset", "seq_len", "horizon", "test", "seeds", "mse", "mae", "mse_min", "mse_max",
-                 "seconds", "setting_id", "commit", "machine", "source", "smape", "mase", "owa")
+                 "seconds", "setting_id", "commit", "machine", "source", "smape", "mase", "owa", "protocol")
 SHORT_TERM = ("smape", "mase", "owa")  # the short-term task's measures (M4), recorded for its runs
 INTERVALS = ("msis", "acd")  # the M4 competition's measures of 95% intervals, of its interval benchmarks
 M4_PREFIX = "M4-"  # a short-term run's dataset: M4-<subset>
+# data_provider/protocols/ (analysis imports no data_provider; tests/unit/test_protocols.py holds them equal)
+LONG_TERM_PROTOCOLS = ("tslib", "tfb")
+SEARCHES_LOOKBACK = ("tfb",)  # protocols whose papers keep the lookback best on validation (Protocol.lookbacks)
 DEFAULT_M4_BENCHMARKS = os.path.join(HERE, "scripts", "reproduce", "m4_benchmarks.csv")
 ORDER = {"ETTh1": 0, "ETTh2": 1, "ETTm1": 2, "ETTm2": 3, "Weather": 4, "ECL": 5, "Traffic": 6, "Exchange": 7, "ILI": 8}
 # what a configuration must share with the paper's setting; the data file is compared by name, not by
@@ -82,6 +85,11 @@ def load_runs(results_dir: str) -> tuple:
 def is_short_term(m: dict) -> bool:
     """A run of the short-term task (the M4 protocol: docs/short_term.md)."""
     return m["config"]["task"].get("task") == "short_term"
+
+
+def run_protocol(m: dict) -> str:
+    """The evaluation protocol a long-term run was split and scored under (--protocol: docs/protocols.md)."""
+    return m["config"]["task"].get("protocol", "tslib")
 
 
 def is_published_zero_shot(m: dict) -> bool:
@@ -135,6 +143,52 @@ def _run_seconds(run_dir: str) -> float | None:
         return sum(float(r["train_seconds"]) + float(r["eval_seconds"]) for r in csv.DictReader(f))
 
 
+def _best_vali_loss(m: dict) -> float | None:
+    """The validation loss of a run's best epoch, from its history.csv (None: no history there)."""
+    path = os.path.join(os.path.dirname(m["folder"]), "history.csv")
+    if not os.path.isfile(path):
+        return None
+    with open(path, newline="") as f:
+        return next((float(r["vali_loss"]) for r in csv.DictReader(f) if int(r["epoch"]) == m["best_epoch"]), None)
+
+
+def lookback_choice_table(groups: dict) -> str:
+    """For the protocols that search the lookback on validation (TFB's 96, 336 and 512): among the configurations
+    that differ only in --seq_len, the one whose best epoch's validation loss (mean over seeds) is lowest, with its
+    test scores; '' where no configuration was run at two lookbacks."""
+    searched = defaultdict(dict)  # (configuration but the lookback, test) -> lookback -> runs
+    for runs in groups.values():
+        m = runs[0]
+        if is_short_term(m) or run_protocol(m) not in SEARCHES_LOOKBACK:
+            continue
+        task = {k: v for k, v in m["config"]["task"].items() if k != "seq_len"}
+        training = {k: v for k, v in m["config"]["training"].items() if k != "seed"}
+        searched[json.dumps({**m["config"], "task": task, "training": training}, sort_keys=True), m["test"]][
+            m["seq_len"]] = runs
+    def order(by_lookback: dict) -> tuple:
+        m = next(iter(by_lookback.values()))[0]
+        return ORDER.get(m["dataset"], 99), m["dataset"], m["test_pred_len"], m["model"]
+
+    lines = ["| dataset | horizon | model | validation loss by lookback | chosen | MSE | MAE |",
+             "|---|---|---|---|---|---|---|"]
+    for by_lookback in sorted((v for v in searched.values() if len(v) > 1), key=order):
+        losses = {}
+        for lookback, runs in sorted(by_lookback.items()):
+            found = [_best_vali_loss(r) for r in runs]
+            losses[lookback] = None if None in found else sum(found) / len(found)
+        scored = {k: v for k, v in losses.items() if v is not None}
+        if not scored:
+            continue
+        chosen = min(scored, key=scored.get)
+        runs = by_lookback[chosen]
+        m = runs[0]
+        tried = ", ".join(f"{k}: {'—' if v is None else f'{v:.4f}'}" for k, v in losses.items())
+        lines.append(f"| {dataset_label(m['dataset'], run_protocol(m))} | {m['test_pred_len']} | {m['model']} | "
+                     f"{tried} | {chosen} | {sum(r['mse'] for r in runs) / len(runs):.3f} | "
+                     f"{sum(r['mae'] for r in runs) / len(runs):.3f} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def load_reference(path: str, protocol: str = "tslib") -> dict:
     """(model, dataset, lookback, horizon) -> the published row of an evaluation protocol: tslib (the long-term
     papers' MSE and MAE) or probts (CRPS and NMAE: scripts/reproduce/probts.py)."""
@@ -144,11 +198,22 @@ def load_reference(path: str, protocol: str = "tslib") -> dict:
 
 
 def load_settings(path: str) -> dict:
-    """(model, dataset, horizon) -> the configuration of the paper-setting script for that horizon."""
+    """(model, dataset, horizon, protocol) -> the configuration of the paper-setting script for that horizon."""
     if not os.path.isfile(path):
         return {}
     with open(path) as f:
-        return {(s["model"], s["dataset"], s["horizon"]): s["config"] for s in json.load(f)}
+        return {(s["model"], s["dataset"], s["horizon"], s["config"]["task"].get("protocol", "tslib")): s["config"]
+                for s in json.load(f)}
+
+
+def paper_setting(settings: dict, m: dict) -> dict | None:
+    """The paper-setting configuration of a run's model, dataset, horizon and protocol (None: no script sets it)."""
+    return settings.get((m["model"], m["dataset"], m["test_pred_len"], run_protocol(m)))
+
+
+def dataset_label(dataset: str, protocol: str) -> str:
+    """How tables name a dataset: with its protocol where that is not TSLib's (ETTh1 (tfb))."""
+    return dataset if protocol == "tslib" else f"{dataset} ({protocol})"
 
 
 def paper_mismatch(run: dict, setting: dict | None) -> str | None:
@@ -203,9 +268,15 @@ def _runs_cell(mses: list) -> str:
     return "1" if len(mses) == 1 else f"{len(mses)}: {min(mses):.3f}–{max(mses):.3f}"
 
 
-def build_table(groups: dict, reference: dict, settings: dict, tolerance: float = 0.02) -> tuple:
+def load_long_term_references(path: str) -> dict:
+    """protocol -> load_reference(path, protocol) for each protocol a long-term run may be scored under."""
+    return {protocol: load_reference(path, protocol) for protocol in LONG_TERM_PROTOCOLS}
+
+
+def build_table(groups: dict, references: dict, settings: dict, tolerance: float = 0.02) -> tuple:
     """(markdown table, cells compared, cells worse than the paper by more than tolerance, notes on the rows not at
-    the paper's setting, rows with no paper number)."""
+    the paper's setting, rows with no paper number). Each run is compared with the numbers published under its own
+    protocol (references: load_long_term_references); a protocol other than TSLib's is named beside the dataset."""
     lines = ["| dataset | horizon | model | lookback | runs: MSE range | MSE | paper MSE | MSE gap | MAE | paper MAE "
              "| MAE gap | configuration |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -222,9 +293,10 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         m = runs[0]
         mses = [r["mse"] for r in runs]
         mse, mae = sum(mses) / len(mses), sum(r["mae"] for r in runs) / len(runs)
-        paper = reference.get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"]))
+        protocol = run_protocol(m)
+        paper = references[protocol].get((m["model"], m["dataset"], m["seq_len"], m["test_pred_len"]))
         unpublished += paper is None
-        reason = paper_mismatch(m, settings.get((m["model"], m["dataset"], m["test_pred_len"]))) if paper else None
+        reason = paper_mismatch(m, paper_setting(settings, m)) if paper else None
         if reason:
             notes.append(f"{m['model']} {m['dataset']} {m['test']} ({m['config_id']}, {len(runs)} runs): {reason}")
             paper = None
@@ -232,8 +304,8 @@ def build_table(groups: dict, reference: dict, settings: dict, tolerance: float 
         mse_gap = _gap(mse, paper_mse)
         compared += paper is not None
         misses += mse_gap is not None and mse_gap > tolerance
-        lines.append(f"| {m['dataset']} | {m['test_pred_len']} | {m['model']} | {m['seq_len']} | {_runs_cell(mses)} | "
-                     f"{mse:.3f} | {_cell(paper_mse)} | {_gap_cell(mse_gap, tolerance)} | {mae:.3f} | "
+        lines.append(f"| {dataset_label(m['dataset'], protocol)} | {m['test_pred_len']} | {m['model']} | "
+                     f"{m['seq_len']} | {_runs_cell(mses)} | {mse:.3f} | {_cell(paper_mse)} | {_gap_cell(mse_gap, tolerance)} | {mae:.3f} | "
                      f"{_cell(paper_mae)} | {_gap_cell(_gap(mae, paper_mae), tolerance)} | {m['config_id']} |")
     return "\n".join(lines), compared, misses, notes, unpublished
 
@@ -359,7 +431,7 @@ def paper_rows(groups: dict, settings: dict) -> list:
     rows = []
     for runs in groups.values():
         m = runs[0]
-        setting = settings.get((m["model"], m["dataset"], m["test_pred_len"]))
+        setting = paper_setting(settings, m)
         if paper_mismatch(m, setting) is not None:
             continue
         for r in runs:
@@ -369,13 +441,13 @@ def paper_rows(groups: dict, settings: dict) -> list:
                          "mae": r["mae"], "mse_min": r["mse"], "mse_max": r["mse"], "seconds": r.get("run_seconds"),
                          "setting_id": setting_id(setting), "commit": _commit(provenance),
                          "machine": provenance.get("device") or provenance.get("host", "?"),
-                         "source": f"{r['setting']}/{r['test']}",
+                         "source": f"{r['setting']}/{r['test']}", "protocol": run_protocol(r),
                          **{k: r.get(k) if is_short_term(r) else None for k in SHORT_TERM}})
     return rows
 
 
 def _cell_key(row: dict) -> tuple:
-    return row["model"], row["dataset"], row["seq_len"], row["horizon"], row["test"], row["setting_id"]
+    return row["model"], row["dataset"], row["seq_len"], row["horizon"], row["test"], row["setting_id"], row["protocol"]
 
 
 def load_ledger(path: str) -> list:
@@ -385,7 +457,7 @@ def load_ledger(path: str) -> list:
         rows = list(csv.DictReader(f))
     for r in rows:
         r.update(seq_len=int(r["seq_len"]), horizon=int(r["horizon"]), seeds=[int(s) for s in r["seeds"].split()],
-                 seconds=float(r["seconds"]) if r["seconds"] else None,
+                 seconds=float(r["seconds"]) if r["seconds"] else None, protocol=r.get("protocol") or "tslib",
                  **{k: float(r[k]) for k in ("mse", "mae", "mse_min", "mse_max")},
                  **{k: float(r[k]) if r.get(k) else None for k in SHORT_TERM})  # empty: a long-term run
     return rows
@@ -427,25 +499,27 @@ def _time_per_run(timed: list) -> str:
     return "; ".join(parts) or "—"
 
 
-def results_page(rows: list, reference: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None,
+def results_page(rows: list, references: dict, settings: dict, tolerance: float = 0.02, ledger: str | None = None,
                  m4_reference: dict | None = None, m4_benchmarks: list | None = None) -> tuple:
     """(the results page (docs/results.md) from ledger rows of paper-setting runs, with the paper's numbers;
     the rows listed apart, their setting no longer the scripts'). The short-term (M4) runs get a section of their
-    own, beside our statistical benchmarks (m4_benchmarks.py --record) and the competition's published rows."""
+    own, beside our statistical benchmarks (m4_benchmarks.py --record) and the competition's published rows. A
+    protocol other than TSLib's has sections of its own (ETTh1 (tfb)), compared with its own published numbers
+    (references: load_long_term_references)."""
     current = {key: setting_id(setting) for key, setting in settings.items()}
     by_cell, stale, short_term = defaultdict(list), [], []
     for r in rows:
-        if current.get((r["model"], r["dataset"], r["horizon"])) != r["setting_id"]:
+        if current.get((r["model"], r["dataset"], r["horizon"], r["protocol"])) != r["setting_id"]:
             stale.append(r)
         elif r["dataset"].startswith(M4_PREFIX):
             short_term.append(r)
         else:
-            by_cell[r["dataset"], r["model"], r["seq_len"], r["horizon"]].append(r)
-    found = defaultdict(dict)  # (dataset, model, lookback) -> horizon -> cell
-    for (dataset, model, lookback, horizon), cell_rows in by_cell.items():
+            by_cell[r["dataset"], r["protocol"], r["model"], r["seq_len"], r["horizon"]].append(r)
+    found = defaultdict(dict)  # (dataset label, model, lookback) -> horizon -> cell
+    for (dataset, protocol, model, lookback, horizon), cell_rows in by_cell.items():
         n = sum(len(r["seeds"]) for r in cell_rows)
-        paper = reference.get((model, dataset, lookback, horizon))
-        found[dataset, model, lookback][horizon] = {
+        paper = references.get(protocol, {}).get((model, dataset, lookback, horizon))
+        found[dataset_label(dataset, protocol), model, lookback][horizon] = {
             "mse": sum(r["mse"] * len(r["seeds"]) for r in cell_rows) / n,
             "mae": sum(r["mae"] * len(r["seeds"]) for r in cell_rows) / n, "runs": n,
             "paper_mse": _published(paper, "mse"), "paper_mae": _published(paper, "mae"),
@@ -463,9 +537,9 @@ def results_page(rows: list, reference: dict, settings: dict, tolerance: float =
              f"of ours in the column; ✗: worse than the paper's by more than {tolerance:.0%}, each investigated in "
              "reproducing.md. Time: one run's training and evaluation (all its epochs), averaged over the model's "
              "runs on CPUs and, apart, over those on each GPU named.", ""]
-    for dataset in sorted({d for d, _, _ in found}, key=lambda d: (ORDER.get(d, 99), d)):
+    for dataset in sorted({d for d, _, _ in found}, key=lambda d: (ORDER.get(d.split(" ")[0], 99), d)):
         rows = sorted((model, lookback) for d, model, lookback in found if d == dataset)
-        horizons = PAGE_HORIZONS.get(dataset, STANDARD_HORIZONS)
+        horizons = PAGE_HORIZONS.get(dataset.split(" ")[0], STANDARD_HORIZONS)
         cells = {row: found[(dataset, *row)] for row in rows}
         for row in rows:  # the average over the horizons, where every one was run
             complete = all(h in cells[row] for h in horizons)
@@ -531,7 +605,7 @@ def main(argv=None) -> None:
     groups, skipped = load_runs(args.results_dir)
     if not groups and not args.ledger:
         raise no_runs(args.results_dir, skipped)
-    reference, settings = load_reference(args.reference), load_settings(args.settings)
+    settings = load_settings(args.settings)
     rows = paper_rows(groups, settings)
     if args.ledger:
         added = record(args.ledger, rows)
@@ -539,7 +613,8 @@ def main(argv=None) -> None:
                          "".join(f"\n- {r['source']} ({r['commit']})" for r in added) + "\n")
         rows = load_ledger(args.ledger)
     if args.page:
-        page, stale = results_page(rows, reference, settings, args.tolerance, args.ledger,
+        page, stale = results_page(rows, load_long_term_references(args.reference), settings, args.tolerance,
+                                   args.ledger,
                                    load_reference(args.reference, "m4"), load_m4_benchmarks(DEFAULT_M4_BENCHMARKS))
         write_atomic(args.page, lambda f: f.write(page), "w")
         if stale:
@@ -549,7 +624,8 @@ def main(argv=None) -> None:
                                                       for r in stale) + "\n")
     if not groups:
         return
-    table, compared, misses, notes, unpublished = build_table(groups, reference, settings, args.tolerance)
+    table, compared, misses, notes, unpublished = build_table(groups, load_long_term_references(args.reference),
+                                                              settings, args.tolerance)
     n_runs = sum(map(len, groups.values()))
     text = (f"{table}\n\n{len(groups)} configurations x tests from {n_runs} runs; {compared} compared with the paper, "
             f"{misses} worse than the paper's MSE by more than {args.tolerance:.0%} (✗); {len(notes)} not at the "
@@ -558,6 +634,9 @@ def main(argv=None) -> None:
     short_term = short_term_table(groups, load_reference(args.reference, "m4"))
     if short_term:
         text += f"\nShort-term (M4) runs, each subset's with the competition's published rows:\n\n{short_term}\n"
+    chosen = lookback_choice_table(groups)
+    if chosen:
+        text += f"\nThe lookback each protocol that searches it keeps, the lowest validation loss:\n\n{chosen}\n"
     zero_shot = zero_shot_table(groups, load_zero_shot_reference(args.reference), args.tolerance)
     if zero_shot:
         text += f"\nZero-shot tests of published checkpoints, with the published zero-shot numbers:\n\n{zero_shot}\n"

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from data_provider import corpus, datasets, m4
+from data_provider import corpus, datasets, m4, protocols
 from data_provider.readers import Table, check_file, check_values, parse_dates
 from data_provider.scaling import StandardScale
 from data_provider.windows import Batch, WindowDataset, autoregressive_offsets, direct_offsets, seeded_subset
@@ -143,9 +143,13 @@ def _check_step(table: Table, entry: datasets.Dataset, path: str) -> None:
                           entry.name, entry.freq)
 
 
-def split_rows(entry: datasets.Dataset, n_rows: int, path: str) -> dict:
+def split_rows(entry: datasets.Dataset, n_rows: int, path: str, protocol: str = protocols.DEFAULT) -> tuple:
+    """The rows each split forecasts under the protocol, and whether val and test windows look back before them."""
+    chosen = protocols.registry()[protocol]
     try:
-        return entry.split(n_rows)
+        if chosen.split is None:
+            return entry.split(n_rows), entry.lookback
+        return chosen.split(entry.name, n_rows)
     except ValueError as e:
         raise ConfigError(f"{path}: {entry.name} {e}") from None
 
@@ -227,7 +231,7 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool, wait
     fill = args.fill_missing or entry.fill_missing
     check_values(table.values, table.columns, path, allow_missing=fill is not None)
     _check_step(table, entry, path)
-    rows = split_rows(entry, len(table.values), path)
+    rows, lookback = split_rows(entry, len(table.values), path, args.protocol)
     (train_begin, train_end) = rows["train"]
     if train_end - train_begin < 2:
         raise ConfigError(f"{path}: {len(table.values)} rows leave {train_end - train_begin} to train on")
@@ -240,7 +244,7 @@ def build_data(args, device: torch.device, is_main: bool, uses_marks: bool, wait
 
     offsets = split_offsets(args)
     windows = {}
-    for split, (begin, end) in split_bounds(rows, args.seq_len, entry.lookback).items():
+    for split, (begin, end) in split_bounds(rows, args.seq_len, lookback).items():
         windows[split] = WindowDataset(series, marks, max(begin, 0), end, args.seq_len, offsets[split],
                                        args.univariate)
         _check_windows(split, windows[split], end - max(begin, 0))

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 import models
-from data_provider import corpus, datasets, m4
+from data_provider import corpus, datasets, m4, protocols
 from data_provider.factory import feature_set
 from exp import dialects
 from exp.flags import SECTIONS, build_parser, model_hparams, parser, roles, uses_input_tokens, zero_shot
@@ -306,6 +306,15 @@ def _check_mode(draft) -> None:
 
 
 def _check_data_flags(draft) -> None:
+    known = protocols.registry()
+    _require(draft.protocol in known, f"unknown --protocol {draft.protocol!r}; available: {', '.join(sorted(known))}")
+    if draft.protocol != protocols.DEFAULT:
+        _require(draft.task == "long_term" and draft.data != corpus.NAME,
+                 f"--protocol {draft.protocol} splits one table's rows (the long-term task): "
+                 + ("M4 has its own protocol (--task short_term)" if draft.task != "long_term"
+                    else "--data corpus splits each series of its files"))
+    _require(known[draft.protocol].drops_test_windows or not draft.test_drop_last,
+             f"--test_drop_last: the {draft.protocol} protocol scores every test window")
     if draft.freq is not None:
         feature_set(draft.freq)
     _require(draft.date_format is None or "%" in draft.date_format or draft.date_format in ("ISO8601", "mixed"),

@@ -58,8 +58,8 @@ def tslib_commands(model: str, dataset: str, runs: int, data_root: str, python: 
     """TSLib's run.py per horizon of the model's paper setting on the dataset (scripts/reproduce/paper_settings.json)."""
     if model not in TSLIB_MODELS:
         raise ConfigError(f"--tslib: no TSLib translation of {model}'s paper setting (have: {', '.join(TSLIB_MODELS)})")
-    settings = {h: cfg for (m, d, h), cfg in sorted(load_settings(DEFAULT_SETTINGS).items())
-                if (m, d) == (model, dataset)}
+    settings = {h: cfg for (m, d, h, protocol), cfg in sorted(load_settings(DEFAULT_SETTINGS).items())
+                if (m, d, protocol) == (model, dataset, "tslib")}
     if not settings:
         raise ConfigError(f"--tslib: {model} has no paper setting on {dataset}")
     folder = os.path.join(data_root, DATASETS[dataset][0])

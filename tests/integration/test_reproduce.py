@@ -225,7 +225,7 @@ def test_short_term_runs_have_their_own_table_and_page_section_beside_the_compet
     # weighted by 100 series each: sMAPE (11 + 6) / 2, MASE (0.9 + 2) / 2, OWA of those against Naive2's 20 and 2
     assert "| all of Weekly, Hourly | nbeats | | | 8.500 | 1.450 | 0.575 | weighted by series |" in text
     rows = report.load_ledger(ledger)
-    page, _ = report.results_page(rows, report.load_reference(report.DEFAULT_REFERENCE),
+    page, _ = report.results_page(rows, report.load_long_term_references(report.DEFAULT_REFERENCE),
                                   report.load_settings(report.DEFAULT_SETTINGS), ledger=str(ledger),
                                   m4_reference=report.load_reference(report.DEFAULT_REFERENCE, "m4"),
                                   m4_benchmarks=report.load_m4_benchmarks(benchmarks))

@@ -21,8 +21,9 @@ def _examples() -> dict:
 def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_code_with_one_file(
         repo_copy, tiny_args, tiny_csv, tmp_path):
     examples = _examples()
-    assert sorted(examples) == ["data_provider/datasets/sensors.py", "models/my_linear.py", "utils/losses/log_cosh.py",
-                                "utils/metrics/maape.py", "utils/schedules/step_decay.py"]
+    assert sorted(examples) == ["data_provider/datasets/sensors.py", "data_provider/protocols/halves.py",
+                                "models/my_linear.py", "utils/losses/log_cosh.py", "utils/metrics/maape.py",
+                                "utils/schedules/step_decay.py"]
     for path, code in examples.items():
         assert not (repo_copy / path).exists()
         (repo_copy / path).write_text(code)
@@ -48,6 +49,16 @@ def test_the_documented_model_metric_loss_schedule_and_dataset_each_extend_the_c
     assert re.search(r"mspe [0-9.]+ \| maape [0-9.]+", proc.stderr)
     history = list(csv.DictReader(open(metrics_file.parent.parent / "history.csv")))
     assert [float(h["lr"]) for h in history] == pytest.approx([1e-4, 1e-4, 1e-4, 1e-5])
+    proc = run_cli(flags + ["--model", "my_linear", "--nonautoregressive", "--train_epochs", "1", "--protocol",
+                            "halves", "--test_drop_last"], tmp_path, repo=repo_copy)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(
+        "--test_drop_last: the halves protocol scores every test window"), proc.stderr[-3000:]
+    proc = run_cli(flags + ["--model", "my_linear", "--nonautoregressive", "--train_epochs", "1", "--protocol",
+                            "halves"], tmp_path, repo=repo_copy)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (halves,) = [m for m in (json.loads(p.read_text()) for p in (tmp_path / "results").glob("*/tp16/metrics.json"))
+                 if m["config"]["task"].get("protocol") == "halves"]
+    assert halves["n_test_windows"] == 602 - 3 * 602 // 4 - 16 + 1, "the last quarter of 602 rows"
 
 
 def test_a_model_added_as_the_readme_says_keeps_the_suite_green(repo_copy, tmp_path):

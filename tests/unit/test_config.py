@@ -90,7 +90,7 @@ def test_test_dir_adopts_a_hyperparameter_added_later_at_the_value_its_checkpoin
 LATER = {"val_windows": ["--val_windows", "20"], "train_steps": ["--train_steps", "30"],
          "val_every": ["--train_steps", "30", "--val_every", "10"], "fsdp": ["--ddp", "--fsdp"],
          "date_format": ["--date_format", "%Y-%m-%d"], "dayfirst": ["--dayfirst"],
-         "fill_missing": ["--fill_missing", "ffill"], "loss": ["--loss", "mae"],
+         "fill_missing": ["--fill_missing", "ffill"], "loss": ["--loss", "mae"], "protocol": ["--protocol", "tfb"],
          "quantiles": ["--quantiles", "0.1,0.5,0.9"],
          "finetune": ["--adaptation", "--pretrain_model_path", __file__, "--finetune", "head"],
          **{name: ["--adaptation", "--pretrain_model_path", __file__, "--finetune", "lora", f"--{name}", "4"]

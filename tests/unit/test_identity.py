@@ -111,11 +111,11 @@ def test_the_ledgers_runs_keep_their_identities():
     settings = report.load_settings(report.DEFAULT_SETTINGS)
     checked = 0
     for row in report.load_ledger(report.DEFAULT_LEDGER):
-        key = (row["model"], row["dataset"], row["horizon"])
+        key = (row["model"], row["dataset"], row["horizon"], row["protocol"])
         if row["dataset"] not in RECORDED_FINGERPRINTS or "/" not in row["source"] or key not in settings \
                 or report.setting_id(settings[key]) != row["setting_id"]:
             continue  # recovered from the docs (no run folder), or a setting the scripts no longer hold
-        argv = run_flags(*key)
+        argv = run_flags(*key[:3])
         file = os.path.basename(data_file(parse_args(argv)))
         config_ids = [_config_id(argv, file, f) for f in RECORDED_FINGERPRINTS[row["dataset"]]]
         assert any(f"_{config_id}_s" in row["source"] for config_id in config_ids), (key, row["source"], config_ids)

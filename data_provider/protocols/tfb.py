@@ -1,0 +1,34 @@
+"""TFB's rolling-forecast protocol (Qiu et al., "TFB: Towards Comprehensive and Fair Benchmarking of Time Series
+Forecasting Methods", PVLDB 2024), under which DUET, PDF, Pathformer and the OpenTS leaderboard report.
+
+Read from decisionintelligence/TFB: config/rolling_forecast_config.json and
+ts_benchmark/evaluation/strategy/rolling_forecast.py (`_get_split_lens`, `_get_index`), ts_benchmark/baselines/utils.py
+(`train_val_split`):
+- the whole file is used: the first int(0.8 n) rows train and validate (tv_ratio), the rest is the test;
+- of those, the first int(tv x r) rows train and the rest validate, r = 0.75 for ETT, PEMS, Solar and the AQ data
+  (6:2:2) and 0.875 otherwise (7:1:2);
+- validation and test windows read the seq_len rows before their first forecast (PEMS too), and every test window
+  is scored with stride 1: none is dropped (TFB's test batch of one). Its metrics average the windows' own
+  MSE and MAE; every window has horizon x channels points, so that mean is the mean over all points that our
+  metrics compute (docs/protocols.md).
+TFB's scripts search the lookback over 96, 336 and 512 and keep the one best on validation.
+"""
+from data_provider.protocols import Protocol
+
+TV_RATIO = 0.8
+SIX_TWO_TWO = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "PEMS03", "PEMS04", "PEMS07", "PEMS08", "Solar", "AQShunyi", "AQWan")
+
+
+def train_ratio_in_tv(dataset: str) -> float:
+    return 0.75 if dataset in SIX_TWO_TWO else 0.875
+
+
+def split(dataset: str, n: int) -> tuple:
+    train_valid = int(TV_RATIO * n)
+    train = int(train_valid * train_ratio_in_tv(dataset))
+    if train < 1 or train_valid == train or n == train_valid:
+        raise ValueError(f"needs more rows for TFB's split, found {n}")
+    return {"train": (0, train), "val": (train, train_valid), "test": (train_valid, n)}, True
+
+
+PROTOCOLS = [Protocol("tfb", split, lookbacks=(96, 336, 512), drops_test_windows=False)]
