@@ -10,7 +10,8 @@ from torch import nn
 from models import timer_hf
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.dropout import Dropout
-from models.layers.published import horizon_hparam, levels, mapped_state, quantile_levels_hparam
+from models.layers.outputs import sample_quantiles
+from models.layers.published import horizon_hparam, levels, load_safetensors, mapped_state, quantile_levels_hparam
 from models.layers.transformer import init_linear, rotary_tables
 
 WHAT = "a Sundial checkpoint (model_type sundial, as thuml/sundial-base-128m)"
@@ -246,7 +247,7 @@ class Model(nn.Module):
         return Published(hparams, defaults=defaults)
 
     def load_published(self, path: str) -> None:
-        timer_hf.load_thuml(self, path, WHAT)
+        load_safetensors(self, path, WHAT)
 
     def from_published(self, weights: dict) -> dict:
         """This model's state dict from the publisher's (SundialForPrediction's keys); ValueError naming the keys
@@ -342,17 +343,6 @@ class Model(nn.Module):
         predicted = self.head(noised, self.head.embed_time(t) + self.head.condition(z))
         weights = 1.0 / torch.arange(1, self.horizon + 1, device=target.device, dtype=target.dtype)
         return (mask * weights * (predicted - target) ** 2).sum(-1).mean()
-
-
-def sample_quantiles(samples: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
-    """Empirical quantiles (series, time, k) of samples (series, samples, time) at levels (k,): linear between the
-    order statistics, as torch.quantile (which refuses inputs of more than 2^24 values)."""
-    ordered = samples.sort(dim=1).values
-    position = quantiles * (samples.shape[1] - 1)
-    below = position.floor().long()
-    above = position.ceil().long()
-    weight = (position - below).to(samples.dtype)[:, None]
-    return torch.lerp(ordered[:, below], ordered[:, above], weight).transpose(1, 2)
 
 
 def published_names(n_layers: int, n_blocks: int) -> dict:

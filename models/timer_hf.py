@@ -6,7 +6,7 @@ from torch import nn
 
 from models.base import Capabilities, Published, d_ff, d_model, dropout, e_layers, hparam, n_heads
 from models.layers.outputs import per_series
-from models.layers.published import mapped_state, package, read_config
+from models.layers.published import load_safetensors, mapped_state, read_config
 from models.layers.transformer import MultiHeadAttention, SwiGLU, init_linear, rotary_tables
 
 WHAT = "a Timer checkpoint (model_type timer, as thuml/timer-base-84m)"
@@ -125,7 +125,7 @@ class Model(nn.Module):
         return Published(hparams, defaults={"dropout": config["attention_dropout"]})
 
     def load_published(self, path: str) -> None:
-        load_thuml(self, path, WHAT)
+        load_safetensors(self, path, WHAT)
 
     def from_published(self, weights: dict) -> dict:
         """This model's state dict from the publisher's (TimerForPrediction's keys); ValueError naming the keys
@@ -182,21 +182,6 @@ def head_lengths(text: str, patch_len: int) -> tuple:
         raise ValueError(f"output_heads must increase, each a positive multiple of patch_len {patch_len}: the "
                          f"forecast appends whole patches; got {text!r}")
     return found
-
-
-def load_thuml(model: nn.Module, path: str, what: str) -> None:
-    """A thuml checkpoint's model.safetensors into `model` (Timer, Sundial: its published(), its architecture, its
-    from_published()), after its configuration is checked to be the model's: n_heads shows in no tensor's shape."""
-    folder = os.path.dirname(path) if os.path.isfile(path) else path
-    found = model.published(folder).hparams  # ValueError naming what it found where it is not such a checkpoint
-    differ = [f"{k} {v} (this model's {model.architecture[k]})" for k, v in found.items() if v != model.architecture[k]]
-    if differ:
-        raise ValueError(f"the checkpoint's architecture is not this model's: {', '.join(differ)}")
-    file = os.path.join(folder, "model.safetensors")
-    if not os.path.isfile(file):
-        raise ValueError(f"expected {what} with its weights in model.safetensors; found no such file in {folder}")
-    safetensors = package("safetensors.torch", "safetensors")
-    model.load_state_dict(model.from_published(safetensors.load_file(file)), strict=True)
 
 
 def thuml_config(path: str, model_type: str, what: str, defaults: dict, without_cache: str) -> dict:

@@ -21,3 +21,14 @@ def per_series(forecast, x: torch.Tensor, n_outputs: int) -> torch.Tensor:
     B, _, C = x.shape
     out = forecast(x.transpose(1, 2).reshape(B * C, -1)).unflatten(0, (B, C)).transpose(1, 2)
     return out.squeeze(-1) if n_outputs == 1 else out
+
+
+def sample_quantiles(samples: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
+    """Empirical quantiles (series, time, k) of samples (series, samples, time) at levels (k,): linear between the
+    order statistics, as torch.quantile (which refuses inputs of more than 2^24 values)."""
+    ordered = samples.sort(dim=1).values
+    position = quantiles * (samples.shape[1] - 1)
+    below = position.floor().long()
+    above = position.ceil().long()
+    weight = (position - below).to(samples.dtype)[:, None]
+    return torch.lerp(ordered[:, below], ordered[:, above], weight).transpose(1, 2)

@@ -92,3 +92,19 @@ def mapped_state(weights: dict, names: dict, ours: dict, what: str) -> dict:
             shapes = ", ".join(f"{key} {tuple(weights[key].shape)}" for key in parts)
             raise ValueError(f"the checkpoint's {shapes} do not fit this model's {name} {tuple(ours[name].shape)}")
     return state
+
+
+def load_safetensors(model: torch.nn.Module, path: str, what: str) -> None:
+    """A Hugging Face folder's model.safetensors into `model` (Timer, Sundial, Moirai: its published(), its
+    architecture, its from_published()), after its configuration is checked to be the model's: n_heads shows in no
+    tensor's shape."""
+    folder = os.path.dirname(path) if os.path.isfile(path) else path
+    found = model.published(folder).hparams  # ValueError naming what it found where it is not such a checkpoint
+    differ = [f"{k} {v} (this model's {model.architecture[k]})" for k, v in found.items() if v != model.architecture[k]]
+    if differ:
+        raise ValueError(f"the checkpoint's architecture is not this model's: {', '.join(differ)}")
+    file = os.path.join(folder, "model.safetensors")
+    if not os.path.isfile(file):
+        raise ValueError(f"expected {what} with its weights in model.safetensors; found no such file in {folder}")
+    safetensors = package("safetensors.torch", "safetensors")
+    model.load_state_dict(model.from_published(safetensors.load_file(file)), strict=True)
