@@ -62,6 +62,10 @@ SOURCES = {
              "validation every 50 steps, patience 10",
     "tsmixer": "Chen et al., TMLR 2023; official google-research tsmixer/tsmixer_basic/run_tuned_hparam.sh "
                "(tsmixer_rev_in, lookback 512) and its run.py's defaults (batch 32, constant lr, patience 5)",
+    "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
+             "run.py's defaults (batch 32, 20 epochs, patience 3)",
+    "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
+              "Table 13 (lookback 96, ILI 36), and its run.py's defaults (100 epochs, patience 10)",
 }
 DATASET_SOURCES = {  # where a model's script for one dataset has another source than SOURCES names
     ("fedformer", "ILI"): "Zhou et al., ICML 2022; the official FEDformer scripts/run_M.sh (input 36, label 18) and "
@@ -71,6 +75,7 @@ DATASET_SOURCES = {  # where a model's script for one dataset has another source
                             "its main_crossformer.py's defaults (the paper's Table 1, a mean of 5 runs)",
 }
 AUTOREGRESSIVE = {"timer", "timer_xl", "time_moe", "deepar"}
+LONG_TERM_PROTOCOLS = ("tslib", "tfb")  # the published numbers a long-term script may be compared with
 
 
 def _tslib_script(name):
@@ -271,6 +276,36 @@ def timexer(ds):
     return _hourly_calendar(ds, flags, [])
 
 
+def softs(ds):
+    # scripts/long_term_forecast/{ETT_script/SOFTS_<ds>.sh, <ds>_script/SOFTS.sh}: e_layers, d_model, d_core, d_ff,
+    # batch_size, train_epochs, patience (its run.py's batch 32, 20 epochs, patience 3 where a script leaves one out)
+    official = {"ETTh1": (1, 256, 256, {96: 256, 192: 256, 336: 512, 720: 512}, 32, 20, 3),
+                "ETTh2": (2, 128, 64, 128, 32, 20, 3), "ETTm1": (2, 128, 64, 128, 16, 50, 3),
+                "ETTm2": (2, 256, 256, 128, 32, 20, 3), "Weather": (3, 512, 128, 512, 16, 10, 10),
+                "ECL": (3, 512, 128, 512, 16, 30, 30), "Traffic": (3, 512, 128, 512, 16, 50, 50)}.get(ds)
+    if official is None:
+        return None  # no official script (Solar and PEMS, not run here, have one)
+    e_layers, d_model, d_core, d_ff, batch_size, train_epochs, patience = official
+    return _hourly_calendar(ds, _flags(
+        seq_len=96, e_layers=e_layers, d_model=d_model, d_core=d_core, d_ff=d_ff, dropout=0.0, activation="gelu",
+        use_norm=True, batch_size=batch_size, learning_rate=0.0003, train_epochs=train_epochs, patience=patience,
+        lradj="cosine"), [])
+
+
+def xpatch(ds):
+    # scripts/xPatch_unified.sh (the paper's Table 13): batch_size, learning_rate per dataset
+    batch_size, learning_rate = {
+        "ETTh1": (2048, 0.0005), "ETTh2": (2048, 0.0005), "ETTm1": (2048, 0.0005), "ETTm2": (2048, 0.0001),
+        "Weather": (2048, 0.0005), "Traffic": (96, 0.005), "ECL": (256, 0.005), "Exchange": (32, 0.00001),
+        "ILI": (32, 0.01)}[ds]
+    notes = ["the official optimizer is AdamW (decoupled weight decay 0.01); Adam here",
+             "the official test drops the last incomplete batch: --test_drop_last"]
+    patches = {"patch_len": 6, "stride": 3} if ds == "ILI" else {"patch_len": 16, "stride": 8}
+    return _flags(seq_len=36 if ds == "ILI" else 96, **patches, ma_type="ema", alpha=0.3, revin=True,
+                  loss="arctan_mae", batch_size=batch_size, learning_rate=learning_rate, train_epochs=100,
+                  patience=10, lradj="type3" if ds == "ILI" else "sigmoid", test_drop_last=True), notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -443,7 +478,7 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "rlinear": rlinear, "sparsetsf": sparsetsf, "segrnn": segrnn, "cyclenet": cyclenet, "timexer": timexer,
           "time_moe": time_moe, "informer": informer, "autoformer": autoformer, "fedformer": fedformer,
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
-          "nhits": nhits}
+          "nhits": nhits, "softs": softs, "xpatch": xpatch}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")
@@ -565,16 +600,16 @@ def paper_settings() -> list:
     from exp.config import parse_args, resolve
     from exp.identity import run_config
     with open(REFERENCE, newline="") as f:
-        published = [(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"])) for r in csv.DictReader(f)
-                     if r["protocol"] == "tslib"]
-    etth1 = [(model, "ETTh1", None, horizon) for model in MODELS for horizon in LONG]
+        published = [(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"]), r["protocol"])
+                     for r in csv.DictReader(f) if r["protocol"] in LONG_TERM_PROTOCOLS]
+    etth1 = [(model, "ETTh1", None, horizon, None) for model in MODELS for horizon in LONG]
     settings, seen = [], set()
-    for model, ds, seq_len, horizon in sorted(published, key=lambda p: (p[0], p[1], p[3])) + etth1:
+    for model, ds, seq_len, horizon, protocol in sorted(published, key=lambda p: (p[0], p[1], p[3])) + etth1:
         if model not in MODELS or ds not in DATASETS or MODELS[model](ds) is None or (model, ds, horizon) in seen:
             continue
         args = resolve(parse_args(run_flags(model, ds, horizon)))
-        if seq_len is not None and args.seq_len != seq_len:
-            continue  # the paper's number is for another lookback than its script's
+        if (seq_len is not None and args.seq_len != seq_len) or protocol not in (None, args.protocol):
+            continue  # the paper's number is for another lookback or protocol than its script's
         config = run_config(args, os.path.basename(data_file(args)), None, world_size=1)
         del config["data"]["fingerprint"], config["training"]["seed"]
         settings.append({"model": model, "dataset": ds, "horizon": horizon, "config": config})
