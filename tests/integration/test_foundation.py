@@ -42,6 +42,9 @@ def _published_checkpoint(name: str, folder):
     if name == "moirai":
         from tests.unit.test_foundation_moirai import write_checkpoint
         return write_checkpoint(folder)
+    if name == "ttm":
+        from tests.unit.test_foundation_ttm import write_checkpoint
+        return write_checkpoint(folder)
     if name == "time_moe":
         from tests.unit.test_foundation_time_moe import random_weights, write
         return write(folder, random_weights())
@@ -51,7 +54,7 @@ def _published_checkpoint(name: str, folder):
 
 @pytest.mark.slow  # each published model trained and tested; test_models.py holds each end to end in the fast tier
 @pytest.mark.parametrize("name", ["chronos_bolt", "chronos2", "tirex", "timesfm", "timer_hf", "time_moe", "sundial",
-                                  "moirai"])
+                                  "moirai", "ttm"])
 def test_every_published_model_is_tested_zero_shot_and_fine_tuned_with_lora_through_run_py(name, tiny_csv, tmp_path):
     path = _published_checkpoint(name, tmp_path / "published")
     args = _args(tiny_csv, tmp_path, path, "--subset_rand_ratio", "0.1")
