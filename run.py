@@ -34,6 +34,7 @@ from utils.process import prepare_training_process
 from utils.seeding import rank_seed, seed_everything
 
 log = logging.getLogger("run")
+FIT_BATCH = 1024  # training windows a model's fit_training_windows reads at a time
 
 
 def build_model(args, data: DataBundle) -> torch.nn.Module:
@@ -43,6 +44,10 @@ def build_model(args, data: DataBundle) -> torch.nn.Module:
         model = models.build(args.model, task, model_hparams(args))
     except ValueError as e:
         raise ConfigError(f"model {args.model}: {e}") from None
+    fit = getattr(model, "fit_training_windows", None)
+    if fit is not None:  # a statistic of the training windows the model is built with (Koopa's frequencies)
+        train = data.datasets["train"]
+        fit(train.gather(idx).x for idx in torch.arange(len(train)).split(FIT_BATCH))
     if args.pretrain_model_path:  # --adaptation fine-tunes these weights; a zero-shot test tests them
         state = checkpoint.load(args.pretrain_model_path)
         check_pretrained(args.pretrain_model_path, state, model_section(args))

@@ -62,12 +62,23 @@ SOURCES = {
              "validation every 50 steps, patience 10",
     "tsmixer": "Chen et al., TMLR 2023; official google-research tsmixer/tsmixer_basic/run_tuned_hparam.sh "
                "(tsmixer_rev_in, lookback 512) and its run.py's defaults (batch 32, constant lr, patience 5)",
+    "nonstationary_transformer": "Liu et al., NeurIPS 2022; official thuml/Nonstationary_Transformers {script}",
+    "koopa": "Liu et al., NeurIPS 2023; official thuml/Koopa {script} (lookback 2 x horizon)",
+    "film": "Zhou et al., NeurIPS 2022; official tianzhou2011/FiLM script/{script} (its lookback per horizon; RevIN "
+            "as its --ours)",
+    "micn": "Wang et al., ICLR 2023; official wanghq21/MICN scripts/{script} and its run.py's defaults (MICN-regre, "
+            "lookback 96, 36 on ILI)",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
               "Table 13 (lookback 96, ILI 36), and its run.py's defaults (100 epochs, patience 10)",
 }
 DATASET_SOURCES = {  # where a model's script for one dataset has another source than SOURCES names
+    **{("nonstationary_transformer", ds): f"Liu et al., NeurIPS 2022; TSLib's scripts/long_term_forecast/ETT_script/"
+                                          f"Nonstationary_Transformer_{ds}.sh (the official repository has none)"
+       for ds in ("ETTh1", "ETTm1", "ETTm2")},
+    **{("koopa", ds): f"Liu et al., NeurIPS 2023; TSLib's scripts/long_term_forecast/ETT_script/Koopa_{ds}.sh "
+                      "(lookback 2 x horizon; the official repository has none)" for ds in ("ETTh1", "ETTm1", "ETTm2")},
     ("fedformer", "ILI"): "Zhou et al., ICML 2022; the official FEDformer scripts/run_M.sh (input 36, label 18) and "
                           "its run.py's defaults (the paper's Table 2, FEDformer-f)",
     ("crossformer", "ILI"): "Zhang & Yan, ICLR 2023; the official Crossformer scripts/ILI.sh (input 48 for horizons "
@@ -86,7 +97,13 @@ def _tslib_script(name):
 SCRIPT_FILES = {  # the official script a SOURCES entry's {script} names, per dataset
     "timexer": lambda ds: f"ETT/TimeXer_{ds}.sh" if ds.startswith("ETT") else f"{ds}/TimeXer.sh",
     "informer": _tslib_script("Informer"), "autoformer": _tslib_script("Autoformer"),
-    "fedformer": _tslib_script("FEDformer"), "crossformer": _tslib_script("Crossformer")}
+    "fedformer": _tslib_script("FEDformer"), "crossformer": _tslib_script("Crossformer"),
+    "nonstationary_transformer": lambda ds: f"scripts/{'ETT' if ds.startswith('ETT') else ds}_script/ns_Transformer.sh",
+    "koopa": lambda ds: f"scripts/{'ETT' if ds.startswith('ETT') else ds}_script/Koopa.sh",
+    "film": lambda ds: f"ETT_script/FiLM/FiLM_{ds}.sh" if ds.startswith("ETT") else
+    f"{ds}_script/{'FilM' if ds == 'ECL' else 'FiLM'}/FiLM.sh",  # sic: the official ECL folder is FilM
+    "micn": lambda ds: {"ETTh1": "ETTh.sh", "ETTh2": "ETTh.sh", "ETTm1": "ETTm.sh", "ETTm2": "ETTm.sh",
+                        "Weather": "WTH.sh"}.get(ds, f"{ds}.sh")}
 
 
 def _flags(**kw) -> dict:
@@ -306,6 +323,99 @@ def xpatch(ds):
                   patience=10, lradj="type3" if ds == "ILI" else "sigmoid", test_drop_last=True), notes
 
 
+def nonstationary_transformer(ds):
+    # projector widths x layers per horizon: the official scripts/<dataset>_script/ns_Transformer.sh (its run.py's
+    # d_model 512, dropout 0.05 where a line sets none); TSLib's where the official repository has no script
+    official = {"ETTh2": ((256, 2), (64, 2), (256, 2), (256, 2)), "ECL": ((256, 2), (256, 2), (128, 2), (128, 2)),
+                "Exchange": ((16, 2), (16, 2), (64, 1), (64, 2)), "ILI": ((32, 2), (32, 2), (16, 2), (8, 2)),
+                "Traffic": ((128, 2), (128, 2), (256, 2), (128, 2)),
+                "Weather": ((256, 2), (128, 2), (128, 2), (128, 2))}
+    tslib = {"ETTh1": ((256, 2),) * 4, "ETTm1": ((16, 4),) * 4, "ETTm2": ((256, 4), (256, 4), (16, 4), (16, 4))}
+    lines = official.get(ds) or tslib[ds]
+    horizons = DATASETS[ds][1]
+    widths = _by_horizon([",".join([str(w)] * n) for w, n in lines], horizons)
+    layers = _by_horizon([n for _, n in lines], horizons)
+    notes = []
+    if ds in tslib:
+        notes.append("the official repository has no script for this dataset: TSLib's (its run.py's dropout 0.1" +
+                     (", --d_model 128" if ds == "ETTh1" else "") + ")")
+    flags = _flags(seq_len=36 if ds == "ILI" else 96, label_len=18 if ds == "ILI" else 48,
+                   d_model=128 if ds == "ETTh1" else 512, d_ff=2048, n_heads=8, e_layers=2, d_layers=1,
+                   dropout=0.1 if ds in tslib else 0.05, activation="gelu", p_hidden_dims=widths,
+                   p_hidden_layers=layers, batch_size=32, learning_rate=0.0001, train_epochs=10, patience=3,
+                   lradj="type1")
+    return _hourly_calendar(ds, flags, notes)
+
+
+def koopa(ds):
+    # official scripts/<dataset>_script/Koopa.sh at horizons 96 and 192 (the paper's 48 and 144 are not run here):
+    # dynamic_dim, hidden_dim, hidden_layers, num_blocks; seg_len = horizon (our default), lr 1e-3
+    horizons = DATASETS[ds][1]
+    official = {"ETTh2": ((64, 64, 2, 1), (64, 64, 2, 1)), "ECL": ((128, 512, 3, 1), (64, 512, 2, 1)),
+                "Exchange": ((64, 64, 3, 4), (64, 128, 3, 2)), "Traffic": ((64, 128, 2, 3), (128, 128, 2, 1)),
+                "Weather": ((64, 128, 3, 2), (128, 64, 2, 3)),
+                "ILI": ((128, 512, 2, 4), (512, 512, 3, 3), (256, 512, 2, 2), (64, 256, 4, 3))}.get(ds)
+    notes = ["lookback 2 x horizon, as every official script",
+             "the time-invariant frequencies come from the training windows when the model is built (models/koopa.py)"]
+    if official is None:  # TSLib's ETT scripts: the model's defaults
+        lines = ((128, 64, 2, 3),) * 4
+        notes.append("the official repository has no script for this dataset: TSLib's (the official run.py's "
+                     "dynamic_dim 128, hidden_dim 64, hidden_layers 2, num_blocks 3)")
+    elif ds == "ILI":
+        lines = official
+    else:
+        lines = official + (official[1],) * 2
+        notes.append("the official scripts stop at horizon 192: its settings at 336 and 720 too")
+    dynamic_dim, hidden_dim, hidden_layers, num_blocks = (_by_horizon(column, horizons) for column in zip(*lines))
+    return _flags(seq_len={h: 2 * h for h in horizons}, dynamic_dim=dynamic_dim, hidden_dim=hidden_dim,
+                  hidden_layers=hidden_layers, num_blocks=num_blocks, multistep=False, batch_size=32,
+                  learning_rate=0.001, train_epochs=10, patience=3, lradj="type1"), notes
+
+
+def film(ds):
+    # official tianzhou2011/FiLM script/*/FiLM/FiLM*.sh, a line per horizon: seq_len, --modes1 (its run.py's 64 where
+    # a line omits it), batch_size (run.py's 32), train_epochs, patience; every line --learning_rate 1e-3 --lradj type4
+    lines = {
+        "ETTh1": ((720, 1032, 32, 15, 30), (720, 1032, 32, 15, 30), (720, 1032, 32, 15, 30), (336, 1032, 32, 15, 30)),
+        "ETTh2": ((720, 32, 32, 3, 3), (336, 32, 32, 1, 1), (336, 32, 32, 1, 1), (168, 32, 32, 10, 10)),
+        "ETTm1": ((720, 32, 32, 30, 30),) * 3 + ((336, 32, 32, 30, 30),),
+        "ETTm2": ((720, 32, 32, 30, 30),) * 3 + ((2840, 32, 16, 30, 30),),
+        "Weather": tuple((horizon, 32, 32, 15, 15) for horizon in LONG),
+        "ECL": ((192, 32, 16, 20, 20),) * 4,
+        "Traffic": ((720, 32, 8, 15, 15),) + ((720, 32, 2, 15, 15),) * 3,
+        "Exchange": ((384, 64, 32, 20, 20), (384, 64, 32, 20, 20), (720, 64, 32, 50, 20), (720, 64, 32, 20, 3)),
+        "ILI": ((60, 64, 32, 60, 60), (60, 64, 32, 60, 60), (60, 64, 32, 10, 10), (60, 64, 32, 60, 60)),
+    }[ds]
+    seq_len, modes, batch_size, train_epochs, patience = (_by_horizon(column, DATASETS[ds][1])
+                                                          for column in zip(*lines))
+    notes = ["the official type4 schedule: x0.995 per epoch from the third"]
+    if ds == "ETTh1":
+        notes.append("the official ETTh1 script runs without --ours (no RevIN) and with --modes1 1032: every Fourier "
+                     "mode, min(seq_len, horizon) // 2")
+    if ds == "Exchange":
+        notes.append("the official line of horizon 720 omits --ours (no RevIN) and --patience (its run.py's 3); "
+                     "RevIN on here at every horizon: a switch cannot vary by horizon in these scripts")
+    if ds == "ETTh2":
+        notes.append("the official ETTh2 script repeats each run 5 times (--itr 5), the others once")
+    return _flags(seq_len=seq_len, modes=modes, legendre_order=256, revin=ds != "ETTh1", batch_size=batch_size,
+                  learning_rate=0.001, train_epochs=train_epochs, patience=patience, lradj="type4"), notes
+
+
+def micn(ds):
+    # official wanghq21/MICN scripts/<dataset>.sh (--mode regre, --d_layers 1, label_len = seq_len) and its run.py's
+    # defaults (dropout 0.05, batch 32, lr 1e-3, 15 epochs, patience 3, type1 at x0.75 per epoch)
+    ili = ds == "ILI"
+    flags = _flags(seq_len=36 if ili else 96, d_model=64 if ili else 512, d_layers=1,
+                   conv_kernel="18,12" if ili else "12,16", trend="regre", variant="official", dropout=0.05,
+                   batch_size=32, learning_rate=0.001, train_epochs=15, patience=3, lradj="type1_micn")
+    notes = ["the official run.py's type1 multiplies the lr by 0.75 after each epoch from the second (TSLib's halves "
+             "it): --lradj type1_micn"]
+    if ili:
+        flags["freq"] = "d"
+        notes.append("--freq d as the official script: daily calendar features of the weekly series")
+    return flags, notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -478,7 +588,8 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "rlinear": rlinear, "sparsetsf": sparsetsf, "segrnn": segrnn, "cyclenet": cyclenet, "timexer": timexer,
           "time_moe": time_moe, "informer": informer, "autoformer": autoformer, "fedformer": fedformer,
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
-          "nhits": nhits, "softs": softs, "xpatch": xpatch}
+          "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
+          "koopa": koopa, "film": film, "micn": micn}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")
