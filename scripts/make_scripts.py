@@ -68,6 +68,10 @@ SOURCES = {
             "as its --ours)",
     "micn": "Wang et al., ICLR 2023; official wanghq21/MICN scripts/{script} and its run.py's defaults (MICN-regre, "
             "lookback 96, 36 on ILI)",
+    "duet": "Qiu et al., KDD 2025; TFB's scripts/multivariate_forecast/{script} (= the official DUET repository's), "
+            "under TFB's protocol at the lookback TFB chose per horizon",
+    "pdf": "Dai et al., ICLR 2024; the official Hank0626/PDF scripts/PDF/720/ (6c654a1), the paper's Table 12 at "
+           "lookback 720 under TSLib's protocol",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
@@ -86,6 +90,7 @@ DATASET_SOURCES = {  # where a model's script for one dataset has another source
                             "its main_crossformer.py's defaults (the paper's Table 1, a mean of 5 runs)",
 }
 AUTOREGRESSIVE = {"timer", "timer_xl", "time_moe", "deepar"}
+TFB_NAMES = {"ECL": "Electricity"}  # TFB's name of a dataset where it is not ours
 LONG_TERM_PROTOCOLS = ("tslib", "tfb")  # the published numbers a long-term script may be compared with
 
 
@@ -102,6 +107,7 @@ SCRIPT_FILES = {  # the official script a SOURCES entry's {script} names, per da
     "koopa": lambda ds: f"scripts/{'ETT' if ds.startswith('ETT') else ds}_script/Koopa.sh",
     "film": lambda ds: f"ETT_script/FiLM/FiLM_{ds}.sh" if ds.startswith("ETT") else
     f"{ds}_script/{'FilM' if ds == 'ECL' else 'FiLM'}/FiLM.sh",  # sic: the official ECL folder is FilM
+    "duet": lambda ds: f"{TFB_NAMES.get(ds, ds)}_script/DUET.sh",
     "micn": lambda ds: {"ETTh1": "ETTh.sh", "ETTh2": "ETTh.sh", "ETTm1": "ETTm.sh", "ETTm2": "ETTm.sh",
                         "Weather": "WTH.sh"}.get(ds, f"{ds}.sh")}
 
@@ -416,6 +422,100 @@ def micn(ds):
     return flags, notes
 
 
+def duet(ds):
+    # TFB's scripts/multivariate_forecast/<dataset>_script/DUET.sh, a line per horizon: seq_len, batch_size, d_model,
+    # d_ff, e_layers, n_heads, dropout, fc_dropout, lr, lradj, num_experts, k, hidden_size, num_epochs, patience
+    # (duet.py's MODEL_HYPER_PARAMS where a line leaves one out: dropout 0.2, fc_dropout 0.2, hidden_size 256); every
+    # line: loss MAE, CI 1, norm (the scaler), and patch_len 48 and factor 3, which DUET never reads
+    lines = {
+        "ETTh1": ((512, 32, 512, 512, 1, 1, 0.5, 0.1, 0.0005, "type1", 2, 1, 256, 100, 5),
+                  (336, 64, 512, 512, 1, 1, 0.5, 0.1, 0.0005, "type1", 4, 2, 256, 100, 5),
+                  (512, 128, 512, 1024, 1, 2, 0.4, 0.05, 0.0001, "type1", 4, 3, 256, 100, 5),
+                  (512, 32, 512, 512, 2, 1, 0.2, 0.1, 0.0005, "type1", 4, 2, 256, 100, 5)),
+        "ETTh2": ((512, 32, 256, 512, 1, 1, 0.15, 0.2, 0.0001, "type1", 4, 2, 256, 100, 5),
+                  (512, 32, 512, 512, 1, 1, 0.15, 0.2, 1e-05, "type1", 4, 2, 256, 100, 5),
+                  (512, 32, 512, 512, 2, 2, 0.5, 0.5, 0.0005, "type1", 4, 2, 256, 100, 5),
+                  (512, 32, 512, 512, 1, 4, 0.0, 0.3, 0.0005, "type1", 4, 2, 256, 100, 5)),
+        "ETTm1": ((512, 64, 512, 512, 1, 1, 0.5, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                  (512, 32, 256, 256, 1, 1, 0.5, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                  (512, 64, 512, 512, 1, 1, 0.5, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                  (512, 32, 128, 128, 1, 1, 0.5, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5)),
+        "ETTm2": ((512, 128, 512, 512, 1, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 512, 100, 5),
+                  (512, 32, 512, 2048, 1, 1, 0.2, 0.2, 0.0001, "type1", 4, 2, 64, 100, 5),
+                  (512, 32, 512, 2048, 1, 1, 0.2, 0.2, 0.0001, "type1", 4, 2, 64, 100, 5),
+                  (512, 128, 512, 512, 1, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 512, 100, 5)),
+        "Weather": ((512, 32, 256, 256, 2, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                    (336, 256, 512, 512, 2, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                    (336, 256, 512, 512, 2, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5),
+                    (336, 256, 512, 512, 2, 1, 0.2, 0.2, 0.0005, "type1", 4, 2, 256, 100, 5)),
+        "ECL": ((512, 16, 512, 1024, 4, 1, 0.5, 0.0, 0.0005, "type1", 4, 2, 256, 100, 5),) * 4,
+        "Traffic": ((336, 16, 512, 1024, 4, 1, 0.0, 0.0, 0.0005, "type1", 4, 2, 256, 10, 3),
+                    (336, 16, 512, 1024, 4, 1, 0.0, 0.0, 0.0005, "type1", 4, 2, 256, 10, 3),
+                    (512, 16, 512, 512, 4, 1, 0.1, 0.0, 0.0005, "type1", 4, 2, 256, 10, 3),
+                    (512, 16, 512, 1024, 4, 1, 0.0, 0.0, 0.0005, "type1", 4, 2, 256, 10, 3)),
+        "Exchange": ((96, 128, 512, 512, 3, 4, 0.2, 0.05, 0.0001, "type1", 5, 3, 128, 100, 5),
+                     (96, 128, 1024, 2048, 1, 16, 0.2, 0.0, 5e-05, "type3", 5, 3, 128, 100, 5),
+                     (96, 128, 2048, 2048, 1, 1, 0.2, 0.0, 5e-05, "type1", 5, 3, 128, 100, 5),
+                     (96, 128, 2048, 2048, 1, 1, 0.4, 0.1, 0.0001, "type1", 5, 3, 256, 100, 5)),
+        "ILI": ((104, 8, 256, 512, 2, 1, 0.1, 0.0, 0.001, "type1", 2, 2, 256, 100, 5),
+                (104, 8, 256, 1024, 2, 1, 0.05, 0.0, 0.001, "type1", 2, 2, 256, 100, 5),
+                (104, 8, 128, 1024, 2, 1, 0.15, 0.0, 0.0005, "type1", 2, 2, 256, 100, 5),
+                (104, 8, 256, 1024, 2, 2, 0.05, 0.0, 0.001, "type1", 2, 1, 256, 100, 5)),
+    }[ds]
+    horizons = ILI_HORIZONS if ds == "ILI" else LONG
+    (seq_len, batch_size, d_model, d_ff, e_layers, n_heads, dropout, fc_dropout, learning_rate, lradj, num_experts,
+     active_experts, router_hidden, train_epochs, patience) = (_by_horizon(column, horizons) for column in zip(*lines))
+    notes = ["the eval channel mask is each pair's more likely outcome; the official code draws it at test time too "
+             "(models/duet.py)"]
+    return _flags(protocol="tfb", seq_len=seq_len, d_model=d_model, d_ff=d_ff, e_layers=e_layers, n_heads=n_heads,
+                  dropout=dropout, fc_dropout=fc_dropout, activation="gelu", num_experts=num_experts,
+                  active_experts=active_experts, router_hidden=router_hidden, moving_avg=25, loss="mae",
+                  batch_size=batch_size, learning_rate=learning_rate, train_epochs=train_epochs, patience=patience,
+                  lradj=lradj), notes
+
+
+def pdf(ds):
+    """The official PDF repository's scripts/PDF/720/<dataset>.sh (Hank0626/PDF, 6c654a1), whose runs gave the
+    paper's Table 12 under TSLib's protocol (its data loader: ETT 12/4/4 months, the others 70/10/20; every test
+    window, batch 1) at lookback 720 (its scripts/PDF/336/ gave the PDF(336) column); no Exchange or ILI script. A
+    line per horizon: e_layers, n_heads, d_model, d_ff, dropout, fc_dropout (conv_dropout), kernel_list, period, patch_len, stride, batch_size, learning_rate,
+    lradj, pct_start, patience (run_longExp.py's defaults where a line leaves one out: fc_dropout 0, kernel_list
+    3 7 9, lradj type3, pct_start 0.3); every line: 100 epochs, RevIN without affine, concatenated periods, MSE."""
+    p720 = {
+        "ETTh1": ((3, 4, 16, 128, 0.25, 0.15, "3,7,11", "24", "1", "1", 128, 0.0001, "type3", 0.2, 10),) * 2
+                 + ((3, 4, 16, 128, 0.5, 0.25, "3,7,11", "24", "1", "1", 128, 0.00025, "type3", 0.2, 10),) * 2,
+        "ETTh2": ((3, 4, 16, 128, 0.6, 0.4, "3,7,11", "24,180,720", "4,16,48", "4,16,48", 128, 0.0001, "type3", 0.3,
+                   10),) * 4,
+        "ETTm1": ((3, 16, 48, 48, 0.5, 0.25, "5,7,11,15", "48,90,102,360,720", "3,6,16,32,48", "3,6,16,32,48", 128,
+                   0.0001, "TST", 0.3, 20),) * 3
+                 + ((3, 16, 48, 48, 0.5, 0.25, "5,7,11,15", "48,90,102,360,720", "3,6,16,32,48", "3,6,16,32,48", 128,
+                     5e-05, "TST", 0.3, 20),),
+        "ETTm2": ((3, 16, 48, 48, 0.45, 0.2, "3,7,11", "102,720", "16,24", "16,24", 128, 0.0001, "TST", 0.3, 10),) * 4,
+        "Weather": ((3, 16, 64, 128, 0.5, 0.2, "3,11,15,23,27", "144,180,720", "16,16,24", "16,16,24", 64, 0.00015,
+                     "type3", 0.3, 20),) * 3
+                   + ((3, 16, 64, 128, 0.55, 0.2, "3,11,15,23,27", "144,180,720", "12,15,24", "12,15,24", 128, 5e-05,
+                       "type3", 0.3, 20),),
+        "ECL": ((3, 32, 128, 256, 0.45, 0.15, "3,5,7,7", "8,12,24,180,720", "1,2,3,16,48", "1,2,3,16,48", 32, 0.0001,
+                 "TST", 0.2, 10),) * 4,
+        "Traffic": ((3, 32, 128, 256, 0.35, 0.15, "3,7,9,11", "24", "1", "1", 24, 0.0001, "TST", 0.2, 10),) * 4,
+    }
+    lines = p720.get(ds)
+    if lines is None:
+        return None  # no official script
+    (e_layers, n_heads, d_model, d_ff, dropout, conv_dropout, kernel_list, periods, patch_lens, strides, batch_size,
+     learning_rate, lradj, pct_start, patience) = (_by_horizon(column) for column in zip(*lines))
+    notes = []
+    if "type3" in (lradj.values() if isinstance(lradj, dict) else (lradj,)):
+        notes.append(UNSTEPPED_ONE_CYCLE)
+    flags = _flags(seq_len=720, periods=periods, patch_lens=patch_lens, strides=strides, kernel_list=kernel_list,
+                   d_model=d_model, n_heads=n_heads, e_layers=e_layers, d_ff=d_ff, dropout=dropout,
+                   conv_dropout=conv_dropout, aggregation="concat", batch_size=batch_size, learning_rate=learning_rate,
+                   train_epochs=100, patience=patience, lradj=lradj)
+    if "TST" in (lradj.values() if isinstance(lradj, dict) else (lradj,)):
+        flags["pct_start"] = pct_start
+    return flags, notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -589,7 +689,7 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "time_moe": time_moe, "informer": informer, "autoformer": autoformer, "fedformer": fedformer,
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
           "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
-          "koopa": koopa, "film": film, "micn": micn}
+          "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")

@@ -2,8 +2,9 @@
 generate's forecasts with ours. They run in environments of their own, beside the official code's old transformers,
 with this repository on PYTHONPATH."""
 import argparse
-import importlib
+import importlib.util
 import os
+import re
 import sys
 import types
 
@@ -115,3 +116,104 @@ class Comparison:
         equal = self.worst <= tolerance
         print(f"{'equal' if equal else 'DIFFERENT'} within relative {tolerance:g}: largest {self.worst:.3e}")
         return 0 if equal else 1
+
+
+# ---- checkouts laid out as Time-Series-Library's (models/, layers/, utils/, ...): TSLib's and the papers' own ------
+CHECKOUT_PACKAGES = ("models", "layers", "utils", "data_provider", "exp")  # top-level names that clash with ours
+
+
+def checkout_arguments(description: str, repository: str, required: str, extra=(),
+                       tolerance: str = "largest absolute difference accepted"):
+    """The options of a script that compares one of our models with a checkout's (--official, --series, --tolerance,
+    and the optional folders `extra` names: (flag, help)), checked: the checkout must hold `required` (a path in it);
+    errors in one line."""
+    found = argparse.ArgumentParser(description=description)
+    found.add_argument("--official", required=True, help=f"a checkout of {repository}")
+    for flag, text in extra:
+        found.add_argument(flag, help=text)
+    found.add_argument("--series", type=int, default=4, help="windows per batch")
+    found.add_argument("--tolerance", type=float, default=1e-5, help=tolerance)
+    found.error = fail
+    args = found.parse_args()
+    if args.series < 1 or args.tolerance < 0:
+        fail("--series must be at least 1 and --tolerance at least 0")
+    if not os.path.isfile(os.path.join(args.official, required)):
+        fail(f"--official {args.official}: expected a checkout of {repository} ({required} not found)")
+    return args
+
+
+def checkout_module(folder: str, path: str, stand_ins: dict | None = None):
+    """The checkout's file `path` (models/SOFTS.py) as a module, its imports (layers.*, models.*) resolved in the
+    checkout first; this repository's packages of the same names are put back afterwards (the module keeps its
+    references to the checkout's). The file is loaded alone (TSLib's models/__init__ imports every model).
+    stand_ins: modules put in sys.modules for the import where they are missing or clash (packages it imports for
+    other models, or TSLib's data_provider)."""
+    ours = {key: module for key, module in sys.modules.items() if key.split(".")[0] in CHECKOUT_PACKAGES}
+    for key in ours:
+        del sys.modules[key]
+    top = lambda key: key.split(".")[0]  # noqa: E731
+    sys.modules.update({key: module for key, module in (stand_ins or {}).items()
+                        if top(key) in CHECKOUT_PACKAGES or importlib.util.find_spec(top(key)) is None})
+    sys.path.insert(0, os.path.abspath(folder))
+    try:
+        spec = importlib.util.spec_from_file_location(f"checkout_{len(sys.modules)}", os.path.join(folder, path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the checkout's code raised on import
+        fail(f"--official {folder}: {path} does not import here: {type(e).__name__}: {e}")
+    finally:
+        sys.path.remove(os.path.abspath(folder))
+        for key in [key for key in sys.modules if key.split(".")[0] in CHECKOUT_PACKAGES]:
+            del sys.modules[key]
+        sys.modules.update(ours)
+    return module
+
+
+def stand_in(name: str, **attributes) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    return module
+
+
+def copy_state(theirs: dict, ours, rules: list, computed: tuple = (), convert=None) -> None:
+    """Every tensor of the checkout's state dict into our model under the name the first matching (pattern,
+    replacement) of rules gives (a replacement None passes it over: a constant ours computes). A width-1
+    convolution's weight into a linear layer loses its last dimension; convert(name, tensor) reshapes others.
+    Refuses a tensor left over on either side, but ours named in `computed` (ours sets it from the data)."""
+    mine, done = ours.state_dict(), set()
+    for name, tensor in theirs.items():
+        rule = next(((pattern, replacement) for pattern, replacement in rules if re.fullmatch(pattern, name)), None)
+        if rule is not None and rule[1] is None:
+            continue
+        target = None if rule is None else re.sub(*rule, name)
+        if target not in mine:
+            fail(f"the checkout's {name} has no counterpart here (mapped to {target})")
+        tensor = convert(name, tensor) if convert else tensor
+        if mine[target].dim() == tensor.dim() - 1:
+            tensor = tensor.squeeze(-1)
+        if mine[target].shape != tensor.shape:
+            fail(f"the checkout's {name} {tuple(tensor.shape)} does not fit {target} {tuple(mine[target].shape)}")
+        mine[target] = tensor
+        done.add(target)
+    left = sorted(set(mine) - done - set(computed))
+    if left:
+        fail(f"ours has tensors the checkout lacks: {left}")
+    ours.load_state_dict(mine, strict=True)
+
+
+def perturb(model) -> None:
+    """Trained weights moved off their initial values: LayerNorm's ones and zeros and the zero biases matter too;
+    constants held as parameters without gradient (PDF's attention scale) kept."""
+    import torch
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+
+
+def random_walks(batch: int, length: int, channels: int):
+    """Non-stationary windows: random walks with a level and a scale per channel."""
+    import torch
+    level, scale = torch.randn(batch, 1, channels) * 3, torch.rand(batch, 1, channels) * 2 + 0.5
+    return torch.randn(batch, length, channels).cumsum(1) * scale * 0.3 + level

@@ -12,10 +12,7 @@ softmax-weighted core), and training mode at dropout 0 from the same torch seed 
 torch.multinomial draws). Printed: the largest absolute difference of the forecasts. Exit status 1 when it exceeds
 --tolerance, 2 on bad input (one line naming it).
 """
-import argparse
-import importlib.util
 import os
-import re
 import sys
 from types import SimpleNamespace
 
@@ -24,10 +21,15 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail  # noqa: E402
+from scripts.equivalence.common import (  # noqa: E402
+    checkout_arguments,
+    checkout_module,
+    copy_state,
+    perturb,
+    random_walks,
+)
 
 # the official repository's top-level packages that clash with (or are absent from) this repository's
-OFFICIAL_PACKAGES = ("models", "layers", "utils", "data_provider", "exp")
 N_MARKS = 4  # timeF features of freq h
 # seq_len, horizon, channels, calendar features, use_norm, e_layers, d_core
 CASES = [(96, 96, 7, True, True, 2, 16), (96, 720, 7, False, True, 1, 32), (48, 24, 1, True, False, 3, 8),
@@ -46,63 +48,9 @@ RULES = [
 ]
 
 
-def arguments(description: str):
-    found = argparse.ArgumentParser(description=description)
-    found.add_argument("--official", required=True, help="a checkout of Secilia-Cxy/SOFTS")
-    found.add_argument("--series", type=int, default=4, help="windows per batch")
-    found.add_argument("--tolerance", type=float, default=1e-5, help="largest absolute difference accepted")
-    found.error = fail
-    args = found.parse_args()
-    if args.series < 1 or args.tolerance < 0:
-        fail("--series must be at least 1 and --tolerance at least 0")
-    if not os.path.isfile(os.path.join(args.official, "models", "SOFTS.py")):
-        fail(f"--official {args.official}: expected a checkout of Secilia-Cxy/SOFTS (models/SOFTS.py not found)")
-    return args
-
-
-def official_module(folder: str, name: str):
-    """The checkout's models/<name>.py, imported with its top-level packages first on sys.path; this repository's
-    packages of the same names are put back afterwards (the module keeps its references to the checkout's)."""
-    ours = {key: module for key, module in sys.modules.items() if key.split(".")[0] in OFFICIAL_PACKAGES}
-    for key in ours:
-        del sys.modules[key]
-    sys.path.insert(0, os.path.abspath(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(f"official_{name}", os.path.join(folder, "models", f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the official code raised on import
-        fail(f"--official {folder}: models/{name}.py does not import here: {type(e).__name__}: {e}")
-    finally:
-        sys.path.remove(os.path.abspath(folder))
-        for key in [key for key in sys.modules if key.split(".")[0] in OFFICIAL_PACKAGES]:
-            del sys.modules[key]
-        sys.modules.update(ours)
-    return module
-
-
-def copy_weights(official: torch.nn.Module, ours: torch.nn.Module, rules: list) -> None:
-    """Every official tensor into ours under the name the first matching (pattern, replacement) gives; a width-1
-    convolution's weight loses its last dimension. Refuses a tensor left over on either side."""
-    theirs, mine = official.state_dict(), ours.state_dict()
-    for name, tensor in theirs.items():
-        rule = next(((p, r) for p, r in rules if re.fullmatch(p, name)), None)
-        target = None if rule is None else re.sub(*rule, name)
-        if target not in mine:
-            fail(f"the official {name} has no counterpart here (mapped to {target})")
-        if mine[target].dim() == tensor.dim() - 1:
-            tensor = tensor.squeeze(-1)
-        if mine[target].shape != tensor.shape:
-            fail(f"the official {name} {tuple(tensor.shape)} does not fit {target} {tuple(mine[target].shape)}")
-        mine[target] = tensor
-    if len(theirs) != len(mine):
-        fail(f"ours has {len(mine)} tensors, the official model {len(theirs)}")
-    ours.load_state_dict(mine, strict=True)
-
-
 def main() -> int:
-    args = arguments(__doc__.split("\n\n")[0])
-    softs = official_module(args.official, "SOFTS")
+    args = checkout_arguments(__doc__.split("\n\n")[0], "Secilia-Cxy/SOFTS", "models/SOFTS.py")
+    softs = checkout_module(args.official, "models/SOFTS.py")
     import models
 
     worst = 0.0
@@ -111,15 +59,12 @@ def main() -> int:
                    "activation": "gelu", "use_norm": use_norm}
         torch.manual_seed(0)
         official = softs.Model(SimpleNamespace(seq_len=seq_len, pred_len=horizon, **hparams))
-        with torch.no_grad():
-            for parameter in official.parameters():
-                parameter.add_(torch.randn_like(parameter) * 0.1)
+        perturb(official)
         ours = models.build("softs", {"seq_len": seq_len, "input_token_len": horizon, "output_token_len": horizon,
                                       "enc_in": channels, "n_marks": N_MARKS if marks else 0, "covariate": False,
                                       "nonautoregressive": True}, hparams)
-        copy_weights(official, ours, RULES)
-        level, scale = torch.randn(args.series, 1, channels) * 3, torch.rand(args.series, 1, channels) * 2 + 0.5
-        x = torch.randn(args.series, seq_len, channels).cumsum(1) * scale * 0.3 + level
+        copy_state(official.state_dict(), ours, RULES)
+        x = random_walks(args.series, seq_len, channels)
         x_mark = torch.rand(args.series, seq_len, N_MARKS) - 0.5 if marks else None
         for mode in ("eval", "train"):
             official.train(mode == "train")

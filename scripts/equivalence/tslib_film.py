@@ -11,8 +11,6 @@ one shorter than two (experts that read the same points), one shorter than the h
 an odd horizon. Printed: the largest absolute difference, and that relative to the forecast's largest |value|.
 Exit status 1 when the relative difference exceeds --tolerance, 2 on bad input (one line naming it).
 """
-import argparse
-import importlib.util
 import os
 import sys
 from types import SimpleNamespace
@@ -22,34 +20,9 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail  # noqa: E402
+from scripts.equivalence.common import checkout_arguments, checkout_module, fail, random_walks  # noqa: E402
 
 CASES = [(96, 16, 7), (24, 16, 3), (20, 24, 2), (50, 11, 1)]  # seq_len, horizon, channels
-
-
-def arguments():
-    found = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    found.add_argument("--official", required=True, help="a checkout of thuml/Time-Series-Library")
-    found.add_argument("--series", type=int, default=4, help="windows per batch")
-    found.add_argument("--tolerance", type=float, default=1e-5,
-                       help="largest difference accepted, relative to the forecast's largest |value|")
-    found.error = fail
-    args = found.parse_args()
-    if args.series < 1 or args.tolerance < 0:
-        fail("--series must be at least 1 and --tolerance at least 0")
-    if not os.path.isfile(os.path.join(args.official, "models", "FiLM.py")):
-        fail(f"--official {args.official}: expected a Time-Series-Library checkout (models/FiLM.py not found)")
-    return args
-
-
-def tslib_film(folder: str):
-    spec = importlib.util.spec_from_file_location("tslib_FiLM", os.path.join(folder, "models", "FiLM.py"))
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever TSLib's code raised on import
-        fail(f"--official {folder}: models/FiLM.py does not import here: {type(e).__name__}: {e}")
-    return module
 
 
 def copy_weights(official, ours) -> None:
@@ -68,8 +41,9 @@ def copy_weights(official, ours) -> None:
 
 
 def main() -> int:
-    args = arguments()
-    tslib = tslib_film(args.official)
+    args = checkout_arguments(__doc__.split("\n\n")[0], "thuml/Time-Series-Library", "models/FiLM.py",
+                              tolerance="largest difference accepted, relative to the forecast's largest |value|")
+    tslib = checkout_module(args.official, "models/FiLM.py")
     import models
 
     worst = 0.0
@@ -84,8 +58,7 @@ def main() -> int:
                                      "enc_in": channels, "covariate": False, "nonautoregressive": True},
                             {"modes": 32, "legendre_order": 256, "revin": True}).eval()
         copy_weights(official, ours)
-        level, scale = torch.randn(args.series, 1, channels) * 3, torch.rand(args.series, 1, channels) * 2 + 0.5
-        x = torch.randn(args.series, seq_len, channels).cumsum(1) * scale * 0.3 + level
+        x = random_walks(args.series, seq_len, channels)
         with torch.no_grad():
             expected = official(x, None, None, None)
             got = ours(x)

@@ -26,9 +26,15 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail  # noqa: E402
-from scripts.equivalence.tslib_nonstationary_transformer import (arguments, copy_weights, perturb,  # noqa: E402
-                                                                  random_walks, stand_in, tslib_module)
+from scripts.equivalence.common import (  # noqa: E402
+    checkout_arguments,
+    checkout_module,
+    copy_state,
+    fail,
+    perturb,
+    random_walks,
+    stand_in,
+)
 
 # seq_len, horizon, channels, dynamic_dim, hidden_dim, hidden_layers, num_blocks, multistep
 TSLIB_CASES = [(96, 48, 7, 32, 24, 2, 3, False), (96, 48, 7, 32, 24, 3, 2, True), (64, 48, 3, 16, 16, 2, 2, False),
@@ -68,7 +74,7 @@ def koopa_case(module, ours_hparams: dict, task: dict, official_config: dict, wi
     perturb(official)
     ours = models.build("koopa", task, ours_hparams).eval()
     ours.fit_training_windows([windows])
-    copy_weights(official, ours, RULES, computed=("variant_frequencies",))
+    copy_state(official.state_dict(), ours, RULES, computed=("variant_frequencies",))
     x = random_walks(series, task["seq_len"], task["enc_in"])
     with torch.no_grad():
         expected = official(x, None, None, None)
@@ -79,7 +85,7 @@ def koopa_case(module, ours_hparams: dict, task: dict, official_config: dict, wi
 
 
 def main() -> int:
-    args = arguments(__doc__.split("\n\n")[0], "Koopa.py", extra=[(
+    args = checkout_arguments(__doc__.split("\n\n")[0], "thuml/Time-Series-Library", "models/Koopa.py", extra=[(
         "--official_koopa", "a checkout of thuml/Koopa: also compare its code at segment lengths below the horizon")])
     served = {}  # the training windows TSLib's stand-in data_provider serves, per call
 
@@ -87,7 +93,7 @@ def main() -> int:
         windows = served["windows"]
         return None, [(windows[i:i + TRAIN_BATCH],) for i in range(0, len(windows) - TRAIN_BATCH + 1, TRAIN_BATCH)]
 
-    tslib = tslib_module(args.official, "Koopa", {
+    tslib = checkout_module(args.official, "models/Koopa.py", {
         "data_provider": stand_in("data_provider"),
         "data_provider.data_factory": stand_in("data_provider.data_factory", data_provider=data_provider)})
     from models.koopa import dominant_frequencies

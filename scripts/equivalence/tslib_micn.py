@@ -15,10 +15,7 @@ forecast the same random walks (a level and a scale per channel) with calendar f
 difference, and that relative to the forecast's largest |value|. Exit status 1 when the relative difference exceeds
 --tolerance, 2 on bad input (one line naming it).
 """
-import argparse
-import importlib.util
 import os
-import re
 import sys
 from types import SimpleNamespace
 
@@ -28,7 +25,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 
 import models  # noqa: E402 - ours, before a checkout's packages of the same names are reachable
-from scripts.equivalence.common import fail  # noqa: E402
+from scripts.equivalence.common import (  # noqa: E402
+    checkout_arguments,
+    checkout_module,
+    copy_state,
+    fail,
+    perturb,
+    random_walks,
+)
 
 N_MARKS = 4  # timeF features of freq h
 CASES = [(96, 96, 7, [12, 16], 1), (36, 24, 3, [18, 12], 2), (40, 13, 2, [5, 8, 3], 1), (32, 8, 1, [12, 16], 1)]
@@ -55,78 +59,9 @@ RULES = [  # TSLib's / the official names -> ours
 ]
 
 
-def arguments():
-    found = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    found.add_argument("--official", required=True, help="a checkout of thuml/Time-Series-Library")
-    found.add_argument("--micn", help="a checkout of wanghq21/MICN (the official code)")
-    found.add_argument("--series", type=int, default=4, help="windows per batch")
-    found.add_argument("--tolerance", type=float, default=1e-5,
-                       help="largest difference accepted, relative to the forecast's largest |value|")
-    found.error = fail
-    args = found.parse_args()
-    if args.series < 1 or args.tolerance < 0:
-        fail("--series must be at least 1 and --tolerance at least 0")
-    if not os.path.isfile(os.path.join(args.official, "models", "MICN.py")):
-        fail(f"--official {args.official}: expected a Time-Series-Library checkout (models/MICN.py not found)")
-    if args.micn and not os.path.isfile(os.path.join(args.micn, "models", "local_global.py")):
-        fail(f"--micn {args.micn}: expected a wanghq21/MICN checkout (models/local_global.py not found)")
-    return args
-
-
-def imported(folder: str, path: str):
-    """The checkout's file `path` (models/MICN.py, models/model.py) as a module, its imports (layers.*, models.*)
-    resolved in the checkout; this repository's packages of the same names are put back afterwards (the module keeps
-    its references to the checkout's). The file is loaded alone: TSLib's models/__init__ imports every model."""
-    clashing = ("models", "layers", "utils")
-    ours = {key: module for key, module in sys.modules.items() if key.split(".")[0] in clashing}
-    for key in ours:
-        del sys.modules[key]
-    sys.path.insert(0, os.path.abspath(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(f"checkout_{len(sys.modules)}", os.path.join(folder, path))
-        found = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(found)
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the checkout's code raised on import
-        fail(f"{folder}: {path} does not import here: {type(e).__name__}: {e}")
-    finally:
-        sys.path.remove(os.path.abspath(folder))
-        for key in [key for key in sys.modules if key.split(".")[0] in clashing]:
-            del sys.modules[key]
-        sys.modules.update(ours)
-    return found
-
-
-def copy_weights(state: dict, ours: torch.nn.Module) -> None:
-    """Every tensor of the reference's state into ours under the name the first matching rule gives; a width-1
-    convolution's weight into a linear layer loses its last dimension; the merge Conv2d's (D, D, scales, 1) weight
-    becomes the linear map of the concatenated scales. Refuses a tensor left over on either side."""
-    mine, done = ours.state_dict(), set()
-    for name, tensor in state.items():
-        rule = next(((p, r) for p, r in RULES if re.fullmatch(p, name)), None)
-        if rule is not None and rule[1] is None:
-            continue
-        target = None if rule is None else re.sub(*rule, name)
-        if target not in mine:
-            fail(f"reference tensor {name} has no counterpart here (mapped to {target})")
-        if name.endswith("merge.weight"):
-            tensor = tensor[..., 0].permute(0, 2, 1).flatten(1)
-        elif mine[target].dim() == tensor.dim() - 1:
-            tensor = tensor.squeeze(-1)
-        if mine[target].shape != tensor.shape:
-            fail(f"reference tensor {name} {tuple(tensor.shape)} does not fit {target} {tuple(mine[target].shape)}")
-        mine[target] = tensor
-        done.add(target)
-    left = sorted(set(mine) - done)
-    if left:
-        fail(f"ours has tensors the reference lacks: {left}")
-    ours.load_state_dict(mine, strict=True)
-
-
-def perturb(model: torch.nn.Module) -> None:
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.1)
+def merged_scales(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """The merge Conv2d's (D, D, scales, 1) weight as the linear map of the concatenated scales."""
+    return tensor[..., 0].permute(0, 2, 1).flatten(1) if name.endswith("merge.weight") else tensor
 
 
 def compare(label: str, reference, state: dict, hparams: dict, seq_len: int, horizon: int, channels: int,
@@ -134,9 +69,8 @@ def compare(label: str, reference, state: dict, hparams: dict, seq_len: int, hor
     ours = models.build("micn", {"seq_len": seq_len, "input_token_len": horizon, "output_token_len": horizon,
                                  "enc_in": channels, "n_marks": N_MARKS, "covariate": False,
                                  "nonautoregressive": True}, hparams).eval()
-    copy_weights(state, ours)
-    level, scale = torch.randn(series, 1, channels) * 3, torch.rand(series, 1, channels) * 2 + 0.5
-    x = torch.randn(series, seq_len, channels).cumsum(1) * scale * 0.3 + level
+    copy_state(state, ours, RULES, convert=merged_scales)
+    x = random_walks(series, seq_len, channels)
     marks = torch.rand(series, seq_len + horizon, N_MARKS) - 0.5
     with torch.no_grad():
         x_dec = torch.zeros(series, seq_len + horizon, channels)  # read for its shape only
@@ -150,9 +84,13 @@ def compare(label: str, reference, state: dict, hparams: dict, seq_len: int, hor
 
 
 def main() -> int:
-    args = arguments()
-    tslib = imported(args.official, os.path.join("models", "MICN.py"))
-    official = imported(args.micn, os.path.join("models", "model.py")) if args.micn else None
+    args = checkout_arguments(__doc__.split("\n\n")[0], "thuml/Time-Series-Library", "models/MICN.py",
+                              extra=[("--micn", "a checkout of wanghq21/MICN (the official code)")],
+                              tolerance="largest difference accepted, relative to the forecast's largest |value|")
+    if args.micn and not os.path.isfile(os.path.join(args.micn, "models", "local_global.py")):
+        fail(f"--micn {args.micn}: expected a wanghq21/MICN checkout (models/local_global.py not found)")
+    tslib = checkout_module(args.official, os.path.join("models", "MICN.py"))
+    official = checkout_module(args.micn, os.path.join("models", "model.py")) if args.micn else None
     worst = 0.0
     for seq_len, horizon, channels, kernels, d_layers in CASES:
         hparams = {"d_model": D_MODEL, "d_layers": d_layers, "dropout": 0.1, "conv_kernel": ",".join(map(str, kernels))}

@@ -12,12 +12,8 @@ forecast the same random walks (a level and a scale per channel: non-stationary 
 window and horizon, in eval mode. Printed: the largest absolute difference of the forecasts. Exit status 1 when it
 exceeds --tolerance, 2 on bad input (one line naming it).
 """
-import argparse
-import importlib.util
 import os
-import re
 import sys
-import types
 from types import SimpleNamespace
 
 import torch
@@ -25,103 +21,12 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail  # noqa: E402
+from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks, stand_in  # noqa: E402
 
-# TSLib's top-level packages that clash with (or are absent from) this repository's
-TSLIB_PACKAGES = ("models", "layers", "utils", "data_provider", "exp")
 N_MARKS = 4  # TSLib's timeF features of freq h
 # seq_len, label_len, horizon, channels, p_hidden_dims, d_layers
 CASES = [(96, 48, 96, 7, [16, 16], 1), (36, 18, 24, 3, [8, 8], 2), (64, 16, 40, 1, [12], 1),
          (48, 48, 100, 5, [8, 8, 8], 1)]
-
-
-def arguments(description: str, model_file: str, extra=()):
-    """The options (--official, --series, --tolerance, and the optional folders `extra` names: (flag, help)),
-    checked; errors in one line."""
-    found = argparse.ArgumentParser(description=description)
-    found.add_argument("--official", required=True, help="a checkout of thuml/Time-Series-Library")
-    for flag, text in extra:
-        found.add_argument(flag, help=text)
-    found.add_argument("--series", type=int, default=4, help="windows per batch")
-    found.add_argument("--tolerance", type=float, default=1e-5, help="largest absolute difference accepted")
-    found.error = fail
-    args = found.parse_args()
-    if args.series < 1 or args.tolerance < 0:
-        fail("--series must be at least 1 and --tolerance at least 0")
-    if not os.path.isfile(os.path.join(args.official, "models", model_file)):
-        fail(f"--official {args.official}: expected a Time-Series-Library checkout (models/{model_file} not found)")
-    return args
-
-
-def tslib_module(folder: str, name: str, stand_ins: dict):
-    """TSLib's models/<name>.py, imported with TSLib's top-level packages first on sys.path; this repository's
-    packages of the same names are put back afterwards (the module keeps its references to TSLib's). stand_ins:
-    modules put in sys.modules for the import (the packages TSLib imports for other models)."""
-    ours = {key: module for key, module in sys.modules.items() if key.split(".")[0] in TSLIB_PACKAGES}
-    for key in ours:
-        del sys.modules[key]
-    missing = {key: module for key, module in stand_ins.items() if importlib.util.find_spec(key.split(".")[0]) is None
-               or key.split(".")[0] in TSLIB_PACKAGES}
-    sys.modules.update(missing)
-    sys.path.insert(0, os.path.abspath(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(f"tslib_{name}", os.path.join(folder, "models", f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever TSLib's code raised on import
-        fail(f"--official {folder}: models/{name}.py does not import here: {type(e).__name__}: {e}")
-    finally:
-        sys.path.remove(os.path.abspath(folder))
-        for key in [key for key in sys.modules if key.split(".")[0] in TSLIB_PACKAGES]:
-            del sys.modules[key]
-        sys.modules.update(ours)
-    return module
-
-
-def stand_in(name: str, **attributes) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__dict__.update(attributes)
-    return module
-
-
-def copy_weights(official: torch.nn.Module, ours: torch.nn.Module, rules: list, computed: tuple = ()) -> None:
-    """Every official tensor into ours under the name the first matching (pattern, replacement) of rules gives;
-    a weight of a width-1 convolution into a linear layer loses its last dimension; a replacement None passes the
-    tensor over (a constant ours computes). Refuses a tensor left over on either side, but ours named in `computed`
-    (set here from the data, as the official code sets its own outside its state dict)."""
-    theirs, mine = official.state_dict(), ours.state_dict()
-    done = set()
-    for name, tensor in theirs.items():
-        rule = next(((pattern, replacement) for pattern, replacement in rules if re.fullmatch(pattern, name)), None)
-        if rule is not None and rule[1] is None:
-            continue  # a constant table ours computes in the forward
-        target = None if rule is None else re.sub(*rule, name)
-        if target not in mine:
-            fail(f"TSLib's {name} has no counterpart here (mapped to {target})")
-        if mine[target].dim() == tensor.dim() - 1:
-            tensor = tensor.squeeze(-1)
-        if mine[target].shape != tensor.shape:
-            fail(f"TSLib's {name} {tuple(tensor.shape)} does not fit {target} {tuple(mine[target].shape)}")
-        mine[target] = tensor
-        done.add(target)
-    left = sorted(set(mine) - done - set(computed))
-    if left:
-        fail(f"ours has tensors TSLib lacks: {left}")
-    ours.load_state_dict(mine, strict=True)
-
-
-def perturb(model: torch.nn.Module) -> None:
-    """Weights moved off their initial values: LayerNorm's ones and zeros and the zero biases matter too."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn_like(parameter) * 0.1)
-
-
-def random_walks(batch: int, length: int, channels: int) -> torch.Tensor:
-    """Non-stationary windows: random walks with a level and a scale per channel."""
-    level, scale = torch.randn(batch, 1, channels) * 3, torch.rand(batch, 1, channels) * 2 + 0.5
-    return torch.randn(batch, length, channels).cumsum(1) * scale * 0.3 + level
 
 
 RULES = [
@@ -149,9 +54,10 @@ RULES = [
 
 
 def main() -> int:
-    args = arguments(__doc__.split("\n\n")[0], "Nonstationary_Transformer.py")
-    tslib = tslib_module(args.official, "Nonstationary_Transformer",
-                         {"reformer_pytorch": stand_in("reformer_pytorch", LSHSelfAttention=None)})
+    args = checkout_arguments(__doc__.split("\n\n")[0], "thuml/Time-Series-Library",
+                              "models/Nonstationary_Transformer.py")
+    tslib = checkout_module(args.official, "models/Nonstationary_Transformer.py",
+                            {"reformer_pytorch": stand_in("reformer_pytorch", LSHSelfAttention=None)})
     import models
 
     worst = 0.0
@@ -168,7 +74,7 @@ def main() -> int:
         ours = models.build("nonstationary_transformer", {
             "seq_len": seq_len, "input_token_len": horizon, "output_token_len": horizon, "enc_in": channels,
             "n_marks": N_MARKS, "covariate": False, "nonautoregressive": True}, hparams).eval()
-        copy_weights(official, ours, RULES)
+        copy_state(official.state_dict(), ours, RULES)
         x = random_walks(args.series, seq_len, channels)
         marks = torch.rand(args.series, seq_len + horizon, N_MARKS) - 0.5
         with torch.no_grad():

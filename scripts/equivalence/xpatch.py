@@ -13,11 +13,8 @@ ours, and both forecast the same random walks (a level and a scale per channel).
 over the batch's statistics, which it then records), then eval mode (those running statistics). Printed: the largest
 absolute difference of the forecasts. Exit status 1 when it exceeds --tolerance, 2 on bad input (one line naming it).
 """
-import argparse
 import contextlib
-import importlib.util
 import os
-import re
 import sys
 from types import SimpleNamespace
 
@@ -26,10 +23,15 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail  # noqa: E402
+from scripts.equivalence.common import (  # noqa: E402
+    checkout_arguments,
+    checkout_module,
+    copy_state,
+    perturb,
+    random_walks,
+)
 
 # the official repository's top-level packages that clash with (or are absent from) this repository's
-OFFICIAL_PACKAGES = ("models", "layers", "utils", "data_provider", "exp")
 # seq_len, horizon, channels, patch_len, stride, ma_type, alpha, beta, revin
 CASES = [(96, 96, 7, 16, 8, "ema", 0.3, 0.3, True), (720, 192, 3, 16, 8, "ema", 0.1, 0.3, True),
          (36, 24, 7, 6, 3, "reg", 0.3, 0.3, True), (61, 37, 2, 8, 5, "dema", 0.4, 0.2, True),
@@ -55,41 +57,6 @@ RULES = [
 ]
 
 
-def arguments(description: str):
-    found = argparse.ArgumentParser(description=description)
-    found.add_argument("--official", required=True, help="a checkout of stitsyuk/xPatch")
-    found.add_argument("--series", type=int, default=4, help="windows per batch")
-    found.add_argument("--tolerance", type=float, default=1e-5, help="largest absolute difference accepted")
-    found.error = fail
-    args = found.parse_args()
-    if args.series < 1 or args.tolerance < 0:
-        fail("--series must be at least 1 and --tolerance at least 0")
-    if not os.path.isfile(os.path.join(args.official, "models", "xPatch.py")):
-        fail(f"--official {args.official}: expected a checkout of stitsyuk/xPatch (models/xPatch.py not found)")
-    return args
-
-
-def official_module(folder: str, name: str):
-    """The checkout's models/<name>.py, imported with its top-level packages first on sys.path; this repository's
-    packages of the same names are put back afterwards (the module keeps its references to the checkout's)."""
-    ours = {key: module for key, module in sys.modules.items() if key.split(".")[0] in OFFICIAL_PACKAGES}
-    for key in ours:
-        del sys.modules[key]
-    sys.path.insert(0, os.path.abspath(folder))
-    try:
-        spec = importlib.util.spec_from_file_location(f"official_{name}", os.path.join(folder, "models", f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as e:  # noqa: BLE001 - one line naming why, whatever the official code raised on import
-        fail(f"--official {folder}: models/{name}.py does not import here: {type(e).__name__}: {e}")
-    finally:
-        sys.path.remove(os.path.abspath(folder))
-        for key in [key for key in sys.modules if key.split(".")[0] in OFFICIAL_PACKAGES]:
-            del sys.modules[key]
-        sys.modules.update(ours)
-    return module
-
-
 @contextlib.contextmanager
 def cuda_on_cpu():
     """Tensor.to('cuda') (the official EMA's and DEMA's) keeps the tensor on the CPU."""
@@ -108,29 +75,9 @@ def cuda_on_cpu():
         torch.Tensor.to = original
 
 
-def copy_weights(official: torch.nn.Module, ours: torch.nn.Module, rules: list, revin: bool) -> None:
-    """Every official tensor (BatchNorm's running statistics too) into ours under the name the first matching
-    (pattern, replacement) gives; without revin the official RevIN's affine, which it builds and leaves unused, is
-    passed over (ours has none). Refuses a tensor left over on either side."""
-    theirs, mine = official.state_dict(), ours.state_dict()
-    if not revin:
-        theirs = {name: tensor for name, tensor in theirs.items() if not name.startswith("revin_layer.")}
-    for name, tensor in theirs.items():
-        rule = next(((p, r) for p, r in rules if re.fullmatch(p, name)), None)
-        target = None if rule is None else re.sub(*rule, name)
-        if target not in mine:
-            fail(f"the official {name} has no counterpart here (mapped to {target})")
-        if mine[target].shape != tensor.shape:
-            fail(f"the official {name} {tuple(tensor.shape)} does not fit {target} {tuple(mine[target].shape)}")
-        mine[target] = tensor
-    if len(theirs) != len(mine):
-        fail(f"ours has {len(mine)} tensors, the official model {len(theirs)}")
-    ours.load_state_dict(mine, strict=True)
-
-
 def main() -> int:
-    args = arguments(__doc__.split("\n\n")[0])
-    xpatch = official_module(args.official, "xPatch")
+    args = checkout_arguments(__doc__.split("\n\n")[0], "stitsyuk/xPatch", "models/xPatch.py")
+    xpatch = checkout_module(args.official, "models/xPatch.py")
     import models
 
     worst = 0.0
@@ -143,15 +90,14 @@ def main() -> int:
         with cuda_on_cpu():
             official = xpatch.Model(SimpleNamespace(seq_len=seq_len, pred_len=horizon, enc_in=channels,
                                                     padding_patch="end", **{**hparams, **smoothing}))
-        with torch.no_grad():
-            for parameter in official.parameters():
-                parameter.add_(torch.randn_like(parameter) * 0.1)
+        perturb(official)
         ours = models.build("xpatch", {"seq_len": seq_len, "input_token_len": horizon, "output_token_len": horizon,
                                        "enc_in": channels, "n_marks": 0, "covariate": False,
                                        "nonautoregressive": True}, hparams)
-        copy_weights(official, ours, RULES, revin)
-        level, scale = torch.randn(args.series, 1, channels) * 3, torch.rand(args.series, 1, channels) * 2 + 0.5
-        x = torch.randn(args.series, seq_len, channels).cumsum(1) * scale * 0.3 + level
+        # without revin the official RevIN's affine, built and left unused, has no counterpart here
+        copy_state({name: tensor for name, tensor in official.state_dict().items()
+                    if revin or not name.startswith("revin_layer.")}, ours, RULES)
+        x = random_walks(args.series, seq_len, channels)
         for mode in ("train", "eval"):  # training first: BatchNorm's running statistics move, eval then reads them
             official.train(mode == "train")
             ours.train(mode == "train")

@@ -14,7 +14,8 @@ from utils.provenance import machine_kind
 REFERENCE_COLUMNS = ["paper", "table", "model", "dataset", "seq_len", "horizon", "mse", "mae", "source", "protocol",
                      "crps", "nmae", "smape", "mase", "owa", "msis", "acd", "checkpoint"]
 # the numbers each protocol's rows give; M4's point and interval sheets each give a set
-PROTOCOL_METRICS = {"tslib": [("mse", "mae")], "probts": [("crps", "nmae")], "zero_shot": [("mse", "mae")],
+PROTOCOL_METRICS = {"tslib": [("mse", "mae")], "tfb": [("mse", "mae")], "probts": [("crps", "nmae")],
+                    "zero_shot": [("mse", "mae")],
                     "m4": [("smape", "mase", "owa"), ("msis", "acd"), ("smape", "mase", "owa", "msis", "acd")]}
 
 
@@ -31,9 +32,9 @@ def test_shipped_reference_table_names_a_source_for_every_number():
         assert all(float(r[k]) > 0 for k in given)
     probts = report.load_reference(report.DEFAULT_REFERENCE, "probts")
     assert probts[("patchtst", "ETTh1", 96, 96)]["crps"] == "0.328"
-    rows = [r for r in every if r["protocol"] == "tslib"]
+    rows = [r for r in every if r["protocol"] in ("tslib", "tfb")]  # the long-term protocols
     keys = [(r["model"], r["dataset"], r["seq_len"], r["horizon"]) for r in rows]
-    assert len(keys) == len(set(keys))
+    assert len({(*key, r["protocol"]) for key, r in zip(keys, rows)}) == len(keys)
     assert ("dlinear", "ETTh1", "336", "96") in keys and ("patchtst", "ILI", "104", "24") in keys
     # docs/reproducing.md: which models' ETTh1 rows have the paper beside them
     etth1 = {m for m in SHIPPED if {h for mm, d, _, h in keys if (mm, d) == (m, "ETTh1")} ==
