@@ -72,6 +72,10 @@ SOURCES = {
             "under TFB's protocol at the lookback TFB chose per horizon",
     "pdf": "Dai et al., ICLR 2024; the official Hank0626/PDF scripts/PDF/720/ (6c654a1), the paper's Table 12 at "
            "lookback 720 under TSLib's protocol",
+    "amplifier": "Fei et al., AAAI 2025; official aikunyi/Amplifier scripts/{script} (d43dd59; lookback 96) and its "
+                 "run.py's defaults (10 epochs, patience 3, type1)",
+    "timefilter": "Hu et al., ICML 2025; official TROUBADOUR000/TimeFilter scripts/{script} (dffde87; the lookback-96 "
+                  "sections) and its run.py's defaults",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
@@ -108,6 +112,7 @@ SCRIPT_FILES = {  # the official script a SOURCES entry's {script} names, per da
     "film": lambda ds: f"ETT_script/FiLM/FiLM_{ds}.sh" if ds.startswith("ETT") else
     f"{ds}_script/{'FilM' if ds == 'ECL' else 'FiLM'}/FiLM.sh",  # sic: the official ECL folder is FilM
     "duet": lambda ds: f"{TFB_NAMES.get(ds, ds)}_script/DUET.sh",
+    "amplifier": lambda ds: f"{ds}.sh", "timefilter": lambda ds: f"{ds}.sh",
     "micn": lambda ds: {"ETTh1": "ETTh.sh", "ETTh2": "ETTh.sh", "ETTm1": "ETTm.sh", "ETTm2": "ETTm.sh",
                         "Weather": "WTH.sh"}.get(ds, f"{ds}.sh")}
 
@@ -516,6 +521,48 @@ def pdf(ds):
     return flags, notes
 
 
+def amplifier(ds):
+    # official aikunyi/Amplifier scripts/<ds>.sh, a line per horizon: hidden_size, batch_size, learning_rate (SCI 1
+    # for ECL only); its run.py's 10 epochs, patience 3, type1, Adam + MSE
+    lines = {"ETTh1": ((64, 256, 0.02), (512, 256, 0.02), (512, 256, 0.03), (512, 256, 0.03)),
+             "ETTm1": ((128, 32, 0.02), (128, 32, 0.02), (128, 32, 0.02), (128, 256, 0.005)),
+             "ECL": ((512, 16, 0.005), (512, 16, 0.002), (1024, 16, 0.0005), (1024, 16, 0.0005))}.get(ds)
+    if lines is None:
+        return None  # no official script
+    hidden_size, batch_size, learning_rate = (_by_horizon(column) for column in zip(*lines))
+    notes = ["the official data loaders drop the last incomplete batch in every split (train, vali, test): "
+             "--test_drop_last (validation keeps its last batch here)"]
+    return _flags(seq_len=96, hidden_size=hidden_size, sci=ds == "ECL", moving_avg=25, batch_size=batch_size,
+                  learning_rate=learning_rate, train_epochs=10, patience=3, lradj="type1", test_drop_last=True), notes
+
+
+def timefilter(ds):
+    # official TROUBADOUR000/TimeFilter scripts/<ds>.sh (seq_len 96 sections), a line per horizon: e_layers,
+    # patch_len, d_model, d_ff, dropout, alpha, top_p (its run.py's n_heads 4, alpha 0.1, top_p 0.5, pos 1,
+    # 10 epochs, patience 3, cosine, batch 32, lr 1e-4 where a line sets none)
+    lines = {"ETTh1": ((2, 2, 128, 256, 0.8, 0.1, 0.5),) * 3 + ((2, 2, 128, 128, 0.8, 0.1, 0.5),),
+             "ETTh2": ((1, 4, 128, 256, 0.8, 0.1, 0.0), (1, 4, 128, 256, 0.6, 0.8, 0.5),
+                       (2, 8, 256, 256, 0.7, 0.4, 0.0), (2, 8, 256, 256, 0.3, 0.9, 0.0)),
+             "ETTm1": ((2, 8, 256, 256, 0.3, 0.1, 0.0), (2, 8, 256, 256, 0.5, 0.1, 0.0),
+                       (2, 8, 256, 256, 0.5, 0.1, 0.0), (2, 16, 256, 256, 0.7, 0.1, 0.0)),
+             "ETTm2": ((2, 16, 128, 128, 0.6, 0.1, 0.0),) * 3 + ((2, 16, 128, 128, 0.8, 0.1, 0.0),),
+             "Weather": ((2, 48, 128, 256, 0.3, 0.1, 0.5),) * 4,
+             "ECL": ((2, 32, 512, 512, 0.5, 0.1, 0.5),) + ((2, 32, 512, 512, 0.4, 0.1, 0.5),) * 3,
+             "Traffic": ((3, 96, 512, 2048, 0.3, 0.1, 0.0),) * 4}.get(ds)
+    if lines is None:
+        return None  # no official script (Solar, PEMS and Climate, not run here, have some)
+    e_layers, patch_len, d_model, d_ff, dropout, alpha, top_p = (_by_horizon(column) for column in zip(*lines))
+    batch_size, learning_rate, train_epochs = {"Weather": (32, 0.0005, 10), "ECL": (16, 0.001, 15),
+                                               "Traffic": (16, 0.001, 30)}.get(ds, (32, 0.0001, 10))
+    notes = ["the official loss adds 0.05 x the router's balance loss (--aux_loss_coef 0.05); TSLib's copy drops it"]
+    if ds in ("Weather", "ECL", "Traffic"):
+        notes.append("the official script also has a long-lookback section (seq_len 720, 512 for ECL) not run here")
+    return _flags(seq_len=96, e_layers=e_layers, patch_len=patch_len, d_model=d_model, d_ff=d_ff, n_heads=4,
+                  dropout=dropout, alpha=alpha, top_p=top_p, pos=ds not in ("ETTh1", "Traffic"), aux_loss_coef=0.05,
+                  batch_size=batch_size, learning_rate=learning_rate, train_epochs=train_epochs, patience=3,
+                  lradj="cosine"), notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -689,7 +736,8 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "time_moe": time_moe, "informer": informer, "autoformer": autoformer, "fedformer": fedformer,
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
           "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
-          "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf}
+          "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf, "amplifier": amplifier,
+          "timefilter": timefilter}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")
