@@ -76,6 +76,10 @@ SOURCES = {
                  "run.py's defaults (10 epochs, patience 3, type1)",
     "timefilter": "Hu et al., ICML 2025; official TROUBADOUR000/TimeFilter scripts/{script} (dffde87; the lookback-96 "
                   "sections) and its run.py's defaults",
+    "timekan": "Huang et al., ICLR 2025; official huangst21/TimeKAN scripts/<dataset>/<dataset>_<horizon>.sh (3a7c366) "
+               "and its run.py's defaults (10 epochs, patience 10, OneCycle TST, pct_start 0.2)",
+    "patchmlp": "Tang & Zhang, AAAI 2025; the official TangPeiwang/PatchMLP run.py's defaults (b36bbc9; the "
+                "repository has no script for the model)",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
@@ -563,6 +567,46 @@ def timefilter(ds):
                   lradj="cosine"), notes
 
 
+def timekan(ds):
+    # official huangst21/TimeKAN scripts/<dataset>/<dataset>_<horizon>.sh (3a7c366), a line per horizon: e_layers,
+    # down_sampling_layers, learning_rate, d_model, begin_order, batch_size (every line: seq_len 96, window 2); its
+    # run.py's defaults where a line leaves one out (10 epochs, patience 10, begin_order 1, dropout 0.1, OneCycle)
+    lines = {
+        "ETTh1": ((2, 2, 0.01, 16, 0, 128), (2, 1, 0.01, 16, 0, 128), (2, 2, 0.01, 16, 0, 128),
+                  (2, 3, 0.01, 16, 1, 128)),
+        "ETTh2": ((2, 3, 0.01, 16, 0, 8), (1, 1, 0.005, 16, 0, 8), (1, 3, 0.005, 32, 0, 8), (2, 3, 0.01, 16, 1, 16)),
+        "ETTm1": ((2, 2, 0.005, 16, 1, 32), (2, 2, 0.01, 16, 1, 32), (3, 2, 0.01, 16, 1, 32),
+                  (2, 3, 0.01, 16, 1, 16)),
+        "ETTm2": ((3, 2, 0.01, 32, 1, 128), (3, 2, 0.005, 32, 1, 128), (1, 1, 0.01, 32, 1, 128),
+                  (3, 3, 0.01, 16, 1, 16)),
+        "Weather": ((3, 3, 0.005, 16, 1, 32), (3, 2, 0.005, 16, 1, 32), (3, 2, 0.005, 16, 1, 32),
+                    (3, 2, 0.005, 16, 1, 128)),
+        "ECL": ((3, 3, 0.01, 16, 1, 32),) * 4,
+    }.get(ds)
+    if lines is None:
+        return None  # no official script (Traffic, Exchange, ILI)
+    e_layers, down, learning_rate, d_model, begin_order, batch_size = (_by_horizon(column) for column in zip(*lines))
+    notes = ["the official test drops the last incomplete batch: --test_drop_last"]
+    if ds == "ECL":
+        notes.append("the official Electricity scripts leave --begin_order out: its run.py's 1")
+    return _flags(seq_len=96, d_model=d_model, e_layers=e_layers, down_sampling_layers=down, down_sampling_window=2,
+                  begin_order=begin_order, dropout=0.1, use_norm=True, batch_size=batch_size,
+                  learning_rate=learning_rate, train_epochs=10, patience=10, lradj="TST", pct_start=0.2,
+                  test_drop_last=True), notes
+
+
+def patchmlp(ds):
+    # the official TangPeiwang/PatchMLP (b36bbc9) has no script for its model (its scripts file runs another model,
+    # PDMLP, through a run_longExp.py it lacks): its run.py's defaults on every dataset
+    if ds == "ILI":
+        return None  # its 48-step patches want a longer lookback than ILI's usual 36; no ILI setting published
+    return _flags(seq_len=96, d_model=1024, e_layers=1, patch_sizes="48,24,12,6", moving_avg=13, dropout=0.1,
+                  use_norm=True, batch_size=32, learning_rate=0.0001, train_epochs=20, patience=5, lradj="type1",
+                  test_drop_last=True), \
+        ["no official script: the official run.py's defaults (d_model 1024, 1 layer, batch 32, lr 1e-4, 20 epochs, "
+         "patience 5, type1)", "the official test drops the last incomplete batch: --test_drop_last"]
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -737,7 +781,7 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
           "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
           "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf, "amplifier": amplifier,
-          "timefilter": timefilter}
+          "timefilter": timefilter, "timekan": timekan, "patchmlp": patchmlp}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")

@@ -3,8 +3,8 @@
     python scripts/benchmark/throughput.py --data_root ../shared/datasets            # CPU or the GPU
     python scripts/benchmark/throughput.py --data_root ../shared/datasets --quick    # fewer steps
 
-For DLinear, SparseTSF (overhead-bound), PatchTST and Autoformer (an encoder-decoder reading the calendar of
-window and horizon) on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model 512, d_ff 2048,
+For DLinear, SparseTSF, Amplifier (overhead-bound), PatchTST, SOFTS and Autoformer (an encoder-decoder reading the
+calendar of window and horizon) on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model 512, d_ff 2048,
 1 layer, 2 heads, patch 16 / stride 8; Autoformer as TSLib's ETTh1 script) it prints: train windows/s, seconds per
 epoch, validation + test seconds, peak RSS (and peak GPU memory), the share of step time spent
 outside forward/backward/optimizer, the same steps on one fixed pre-built batch (model-only limit),
@@ -54,6 +54,11 @@ MODELS = {
     "sparsetsf": ["--model", "sparsetsf", "--period_len", "24", "--learning_rate", "0.02"],
     "autoformer": ["--model", "autoformer", "--d_model", "512", "--d_ff", "2048", "--e_layers", "2", "--d_layers", "1",
                    "--n_heads", "8", "--label_len", "48", "--factor", "3", "--dropout", "0.1"],
+    # two of issue 48's models at their official ETTh1 horizon-96 settings: Amplifier's small MLPs are overhead-bound,
+    # SOFTS's series tokens of width 256 compute-bound
+    "amplifier": ["--model", "amplifier", "--hidden_size", "64", "--learning_rate", "0.02"],
+    "softs": ["--model", "softs", "--d_model", "256", "--d_core", "256", "--d_ff", "256", "--e_layers", "1",
+              "--use_norm", "--learning_rate", "0.0003"],
 }
 
 
