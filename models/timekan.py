@@ -83,8 +83,9 @@ class Model(nn.Module):
     down_sampling_layers + 1 scales; each scale is RevIN-normalised with its own affine parameters and embedded
     step by step into d_model (TSLib's width-3 circular convolution, then dropout). Each of e_layers blocks
     (FrequencyBlock) splits the scales into frequency bands (each scale minus the next-coarser one FFT-upsampled;
-    the coarsest scale is the lowest band), passes each band through a multi-order KAN block (a Chebyshev KAN across features of order
-    begin_order at the coarsest band, one more per finer band, plus a depthwise convolution along time) and mixes
+    the coarsest scale is the lowest band), passes each band through a multi-order KAN block (a Chebyshev KAN across
+    features of order begin_order at the coarsest band, one more per finer band, plus a depthwise convolution along
+    time) and mixes
     the bands from low to high frequencies by FFT upsampling. The finest mixed scale is mapped over time to the horizon
     (a linear layer), then over features to each point (k values with n_outputs k), and the finest scale's RevIN is
     undone. Defaults: the official run.py's d_model 16, e_layers 2, dropout 0.1, begin_order 1; the

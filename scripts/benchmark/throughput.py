@@ -4,8 +4,8 @@
     python scripts/benchmark/throughput.py --data_root ../shared/datasets --quick    # fewer steps
 
 For DLinear, SparseTSF, Amplifier (overhead-bound), PatchTST, SOFTS and Autoformer (an encoder-decoder reading the
-calendar of window and horizon) on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model 512, d_ff 2048,
-1 layer, 2 heads, patch 16 / stride 8; Autoformer as TSLib's ETTh1 script) it prints: train windows/s, seconds per
+calendar of window and horizon) on ETTh1 (lookback 96 -> 96, batch 32, one process; PatchTST with d_model 512, d_ff
+2048, 1 layer, 2 heads, patch 16 / stride 8; Autoformer as TSLib's ETTh1 script) it prints: train windows/s, seconds per
 epoch, validation + test seconds, peak RSS (and peak GPU memory), the share of step time spent
 outside forward/backward/optimizer, the same steps on one fixed pre-built batch (model-only limit),
 a field-standard pipeline (per-sample __getitem__ + default collate + per-batch .float().to()),
