@@ -204,7 +204,8 @@ FOREIGN = [
             "Auto-Correlation's top-k, Crossformer's routers); noted and ignored for the others",
             _model_flag(("factor", "router_factor"), "ignored: this model has full attention (no ProbSparse/Auto-Correlation factor)")),
     Foreign("--factor", (OPENLTM,), "noted and ignored: OpenLTM's TTM fixes its mixers' expansion at 2 whatever it "
-            "says, as ours", _note("ignored: OpenLTM's TTM fixes its mixers' expansion at 2, as ours")),
+            "says, as ours does by default (`--expansion`)",
+            _note("ignored: OpenLTM's TTM fixes its mixers' expansion at 2, as ours by default (--expansion)")),
     Foreign("--patch_size", (OPENLTM,), "TTM: `--patch_len`, where its patches lie end to end as ours (`--stride` "
             "equal to it, `--seq_len` a multiple of it), else refused; omitted: OpenLTM's 16. Other models: noted and "
             "ignored", _ttm),
