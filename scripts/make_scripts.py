@@ -80,6 +80,8 @@ SOURCES = {
                "and its run.py's defaults (10 epochs, patience 10, OneCycle TST, pct_start 0.2)",
     "patchmlp": "Tang & Zhang, AAAI 2025; the official TangPeiwang/PatchMLP run.py's defaults (b36bbc9; the "
                 "repository has no script for the model)",
+    "moderntcn": "Luo & Wang, ICLR 2024; official luodhhh/ModernTCN ModernTCN-Long-term-forecasting/scripts/"
+                 "<dataset>.sh (56a9a2c), TSLib's protocol",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
@@ -607,6 +609,41 @@ def patchmlp(ds):
          "patience 5, type1)", "the official test drops the last incomplete batch: --test_drop_last"]
 
 
+def moderntcn(ds):
+    # official ModernTCN-Long-term-forecasting/scripts/<dataset>.sh: every line patch 8 stride 4 (Exchange 1/1),
+    # kernels 51/5, dims 64, one stage, RevIN without affine, MSE, Adam (run.py's type3 where a line sets no lradj);
+    # a line per horizon: seq_len, head_dropout, dropout, batch_size, patience, train_epochs
+    horizons = DATASETS[ds][1]
+    ffn_ratio, blocks, lr = {"ETTh1": (1, 1, 0.0001), "ETTh2": (1, 1, 0.0001), "ETTm1": (8, 3, 0.0001),
+                             "ETTm2": (8, 3, 0.0001), "Weather": (8, 1, 0.0001), "ECL": (8, 1, 0.0001),
+                             "Traffic": (8, 1, 0.00005), "Exchange": (1, 1, 0.0001), "ILI": (1, 1, 0.0025)}[ds]
+    lines = {
+        "ETTh1": ((336, 0.0, 0.3, 512, 20, 100),) * 4,
+        "ETTh2": ((336, 0.0, 0.3, 512, 20, 100),) * 3 + ((336, 0.5, 0.8, 512, 20, 100),),
+        "ETTm1": ((336, 0.0, 0.3, 512, 20, 100), (192, 0.1, 0.3, 512, 20, 100), (336, 0.1, 0.3, 512, 20, 100),
+                  (672, 0.1, 0.3, 512, 20, 100)),
+        "ETTm2": ((192, 0.2, 0.3, 512, 20, 100), (336, 0.2, 0.3, 512, 20, 100), (336, 0.2, 0.8, 512, 20, 100),
+                  (960, 0.1, 0.3, 512, 20, 100)),
+        "Weather": ((336, 0.0, 0.4, 256, 20, 100), (336, 0.0, 0.4, 256, 20, 100), (336, 0.0, 0.4, 512, 20, 100),
+                    (720, 0.0, 0.4, 512, 20, 100)),
+        "ECL": ((720, 0.0, 0.9, 32, 10, 100),) * 4,
+        "Traffic": ((960, 0.0, 0.9, 32, 10, 100),) * 4,
+        "Exchange": ((6, 0.6, 0.2, 128, 20, 100),) * 2 + ((6, 0.6, 0.2, 512, 20, 100),) * 2,
+        "ILI": ((60, 0.0, 0.1, 32, 5, 10), (48, 0.0, 0.1, 32, 5, 100), (60, 0.0, 0.1, 32, 5, 100),
+                (60, 0.0, 0.1, 32, 3, 10)),
+    }[ds]
+    seq_len, head_dropout, dropout, batch_size, patience, train_epochs = (
+        _by_horizon(column, horizons) for column in zip(*lines))
+    notes = ["the official test drops the last incomplete batch (batch_size up to 512): --test_drop_last"]
+    if ds != "ILI":
+        notes.append(UNSTEPPED_ONE_CYCLE)
+    patches = {"patch_size": 1, "patch_stride": 1} if ds == "Exchange" else {"patch_size": 8, "patch_stride": 4}
+    return _flags(seq_len=seq_len, **patches, d_model=64, ffn_ratio=ffn_ratio, stages=1, num_blocks=blocks,
+                  large_size=51, small_size=5, dropout=dropout, head_dropout=head_dropout, use_norm=True,
+                  batch_size=batch_size, learning_rate=lr, train_epochs=train_epochs, patience=patience,
+                  lradj="constant" if ds == "ILI" else "type3", test_drop_last=True), notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -781,7 +818,7 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
           "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
           "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf, "amplifier": amplifier,
-          "timefilter": timefilter, "timekan": timekan, "patchmlp": patchmlp}
+          "timefilter": timefilter, "timekan": timekan, "patchmlp": patchmlp, "moderntcn": moderntcn}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")
