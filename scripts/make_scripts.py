@@ -938,7 +938,7 @@ def paper_settings() -> list:
     from data_provider import m4
     from data_provider.factory import data_file
     from exp.config import parse_args, resolve
-    from exp.identity import run_config
+    from exp.identity import run_config, test_name
     with open(REFERENCE, newline="") as f:
         published = [(r["model"], r["dataset"], int(r["seq_len"]), int(r["horizon"]), r["protocol"])
                      for r in csv.DictReader(f) if r["protocol"] in LONG_TERM_PROTOCOLS]
@@ -952,7 +952,9 @@ def paper_settings() -> list:
             continue  # the paper's number is for another lookback or protocol than its script's
         config = run_config(args, os.path.basename(data_file(args)), None, world_size=1)
         del config["data"]["fingerprint"], config["training"]["seed"]
-        settings.append({"model": model, "dataset": ds, "horizon": horizon, "config": config})
+        test = test_name(args, world_size=1)  # named only where it is not every window: tp<horizon>_droplast<batch>
+        settings.append({"model": model, "dataset": ds, "horizon": horizon, "config": config,
+                         **({"test": test} if test != f"tp{horizon}" else {})})
         seen.add((model, ds, horizon))
     for model in SHORT_TERM:  # every subset: the M4 competition's numbers are published for each
         for subset in M4_SUBSETS:

@@ -104,3 +104,17 @@ def test_probts_without_its_data_is_one_line(tmp_path):
     from scripts.reproduce import probts
     with pytest.raises(ConfigError, match="no ETT-small/ETTh1.csv there"):
         probts.main(["--data_root", str(tmp_path)])
+
+
+def test_a_paper_setting_that_drops_the_last_test_batch_is_met_only_by_a_run_tested_so():
+    """xPatch's official test drops its last incomplete batch of 2048: the setting names that test, and a run of
+    every window (or of another global batch) is not at the paper's setting."""
+    training = {"batch_size": 2048, "accum_steps": 1, "learning_rate": 0.0005}
+    setting = {"model": {"model": "xpatch"}, "task": {}, "training": training, "data": {}, "test": "tp96_droplast2048"}
+    run = {"test_pred_len": 96, "global_batch_size": 2048, "effective_lr": 0.0005, "world_size": 1,
+           "config": {"model": {"model": "xpatch"}, "task": {}, "training": training, "data": {}}}
+    assert report.paper_mismatch({**run, "test": "tp96_droplast2048"}, setting) is None
+    assert report.paper_mismatch({**run, "test": "tp96"}, setting) == \
+        "test tp96 is not the paper's protocol (tp96_droplast2048)"
+    assert "(tp96)" in report.paper_mismatch({**run, "test": "tp96_droplast2048"},
+                                             {k: v for k, v in setting.items() if k != "test"})
