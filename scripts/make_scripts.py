@@ -82,6 +82,8 @@ SOURCES = {
                 "repository has no script for the model)",
     "moderntcn": "Luo & Wang, ICLR 2024; official luodhhh/ModernTCN ModernTCN-Long-term-forecasting/scripts/"
                  "<dataset>.sh (56a9a2c), TSLib's protocol",
+    "pathformer": "Chen et al., ICLR 2024; official decisionintelligence/pathformer scripts/multivariate/<dataset>.sh "
+                  "(ea85d82), TSLib's protocol (its own data loader)",
     "softs": "Han et al., NeurIPS 2024; official Secilia-Cxy/SOFTS scripts/long_term_forecast (f5d35fd) and its "
              "run.py's defaults (batch 32, 20 epochs, patience 3)",
     "xpatch": "Stitsyuk & Choi, AAAI 2025; official stitsyuk/xPatch scripts/xPatch_unified.sh (d12eeca), the paper's "
@@ -644,6 +646,35 @@ def moderntcn(ds):
                   lradj="constant" if ds == "ILI" else "type3", test_drop_last=True), notes
 
 
+def pathformer(ds):
+    # official decisionintelligence/pathformer scripts/multivariate/<dataset>.sh (ea85d82): seq_len 96, layer_nums 3,
+    # num_experts 4 per layer (run.py's num_experts_list, never set), batch_norm 0, revin 1, L1 loss, TST; a line per
+    # horizon: patch_size_list, k, residual_connection, d_model, d_ff, batch_size, learning_rate (run.py's d_ff 64 and
+    # residual_connection 0 where a line leaves them out)
+    a, b, c = "16,12,8,32,12,8,6,4,8,6,4,2", "16,12,8,32,12,8,6,32,8,6,16,12", "16,12,8,4,12,8,6,4,8,6,2,12"
+    lines = {
+        "ETTh1": ((a, 3, True, 4, 64, 128, 0.0005), (a, 3, True, 4, 64, 128, 0.0005),
+                  ("16,12,8,32,12,8,6,16,8,6,4,16", 3, False, 4, 64, 512, 0.0005), (a, 2, False, 4, 64, 512, 0.0005)),
+        "ETTh2": ((a, 2, False, 4, 64, 512, 0.0005), (a, 2, False, 8, 64, 512, 0.0005),
+                  (a, 2, False, 4, 64, 512, 0.0005), (b, 3, False, 16, 64, 512, 0.0005)),
+        "ETTm1": ((c, 3, True, 8, 64, 512, 0.0005),) * 4,
+        "ETTm2": ((b, 2, False, 16, 64, 512, 0.001),) * 4,
+        "Weather": ((c, 2, True, 8, 64, 256, 0.001),) * 4,
+        "ECL": ((a, 2, True, 16, 128, 16, 0.001),) * 4,
+        "Traffic": ((b, 2, True, 16, 128, 24, 0.0002),) * 4,
+    }.get(ds)
+    if lines is None:
+        return None  # no official script (Exchange, ILI)
+    patch_sizes, k, residual, d_model, d_ff, batch_size, learning_rate = (_by_horizon(column) for column in zip(*lines))
+    notes = ["the official test drops the last incomplete batch: --test_drop_last",
+             "the loss adds the routers' balance loss (loss_coef 0.01 inside each layer), as the official exp does"]
+    return _flags(seq_len=96, d_model=d_model, d_ff=d_ff, e_layers=3, num_experts=4, active_experts=k,
+                  patch_sizes=patch_sizes, residual_connection=residual, dropout=0.1, ffn_dropout=0.2,
+                  balance_weight=0.01, use_norm=True, loss="mae", batch_size=batch_size, learning_rate=learning_rate,
+                  train_epochs=50 if ds in ("ECL", "Traffic") else 30, patience=10, lradj="TST",
+                  pct_start=0.2 if ds in ("ECL", "Traffic") else 0.4, test_drop_last=True), notes
+
+
 def time_moe(ds):
     if ds != "ETTh1":
         return None
@@ -818,7 +849,8 @@ MODELS = {"dlinear": dlinear, "patchtst": patchtst, "itransformer": itransformer
           "crossformer": crossformer, "tide": tide, "tsmixer": tsmixer, "deepar": deepar,
           "nhits": nhits, "softs": softs, "xpatch": xpatch, "nonstationary_transformer": nonstationary_transformer,
           "koopa": koopa, "film": film, "micn": micn, "duet": duet, "pdf": pdf, "amplifier": amplifier,
-          "timefilter": timefilter, "timekan": timekan, "patchmlp": patchmlp, "moderntcn": moderntcn}
+          "timefilter": timefilter, "timekan": timekan, "patchmlp": patchmlp, "moderntcn": moderntcn,
+          "pathformer": pathformer}
 
 
 M4_SUBSETS = ("Yearly", "Quarterly", "Monthly", "Weekly", "Daily", "Hourly")

@@ -431,6 +431,9 @@ def sweep(cells: list, sweep_dir: str, workers: int, threads: int, nproc: int = 
             worker.join(timeout=10)
             if worker.is_alive():
                 worker.terminate()
+                worker.join(timeout=10)
+            if worker.is_alive():  # one that SIGTERM does not end must not hold the sweep open
+                worker.kill()
                 worker.join()
             pipe.close()
     return record.results

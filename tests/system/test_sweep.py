@@ -110,6 +110,7 @@ def test_a_killed_sweep_takes_its_workers_with_it(tiny_args, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.serial  # Ctrl-C timed against a training cell: beside a pytest-xdist worker's load it once took > 60 s
 def test_an_interrupted_sweep_has_recorded_the_cells_it_finished(tiny_args, tmp_path):
     """Each cell's outcome is in cells.csv as soon as it finishes: the second cell is still training when the first
     is there. Ctrl-C then stops the worker and the sweep says in one line what is done."""

@@ -41,7 +41,8 @@ def test_shipped_reference_table_names_a_source_for_every_number():
              {"96", "192", "336", "720"}}
     # SOFTS publishes averages only; the other papers print no ETTh1 in the tables read here (docs/reproducing.md)
     assert set(SHIPPED) - etth1 == {"ttm", "time_moe", "deepar", "nhits", "softs", "nonstationary_transformer", "koopa",
-                                    "film", "micn", "amplifier", "timefilter", "patchmlp", "moderntcn"}
+                                    "film", "micn", "amplifier", "timefilter", "patchmlp", "moderntcn",
+                                    "pathformer"}
     # a published MSE without MAE (N-HiTS): the gap of the MSE, none of the MAE
     assert report._published(report.load_reference(report.DEFAULT_REFERENCE)[("nhits", "ILI", 120, 24)], "mae") \
         is None
