@@ -110,7 +110,6 @@ def test_a_killed_sweep_takes_its_workers_with_it(tiny_args, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.serial  # Ctrl-C timed against a training cell: beside a pytest-xdist worker's load it once took > 60 s
 def test_an_interrupted_sweep_has_recorded_the_cells_it_finished(tiny_args, tmp_path):
     """Each cell's outcome is in cells.csv as soon as it finishes: the second cell is still training when the first
     is there. Ctrl-C then stops the worker and the sweep says in one line what is done."""
@@ -119,7 +118,10 @@ def test_an_interrupted_sweep_has_recorded_the_cells_it_finished(tiny_args, tmp_
                              "--nonautoregressive", "--train_epochs", "1,1000", "--patience", "1000", *tiny_args[:6],
                              "--seq_len", "48", "--output_token_len", "16", "--device", "cpu", "--results_dir",
                              str(tmp_path / "r"), "--checkpoints", str(tmp_path / "c")],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a suite started in the background (`... &`) ignores SIGINT, and a
+                            # program started with it ignored never sees Ctrl-C
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     cells, deadline = tmp_path / "r" / "sweep" / "cells.csv", time.time() + 120
     while not cells.exists():
         assert time.time() < deadline and proc.poll() is None, "the first cell was never recorded"
