@@ -114,8 +114,12 @@ def train_pass(exp: Experiment, loader: WindowLoader, optimizer, scheduler) -> N
     backward, optimizer, scheduler, the loss kept on the device), with no validation or checkpoint in it."""
     trainer, never = exp.trainer, 2 ** 62  # no row ends and no checkpoint falls inside the pass
     trainer.steps = TrainingSteps(len(loader), never, never, never, False)
-    trainer.state.optimizer, trainer.state.scheduler, trainer.loader = optimizer, scheduler, loader
-    trainer._train_steps(trainer._micro_batches(0), scheduler.steps + len(loader), None)
+    epoch_loader, trainer.loader = trainer.loader, loader
+    trainer.state.optimizer, trainer.state.scheduler = optimizer, scheduler
+    try:
+        trainer._train_steps(trainer._micro_batches(0), scheduler.steps + len(loader), None)
+    finally:  # the next measurement cuts its steps from the whole epoch, not from this pass's
+        trainer.loader = epoch_loader
 
 
 def ours(exp: Experiment, steps: int | None) -> tuple:
@@ -327,6 +331,8 @@ def main(argv=None) -> None:
     p.add_argument("--skip_cli", action="store_true", help="skip the run.py subprocess runs (RSS, DDP)")
     p.add_argument("--skip_options", action="store_true",
                    help="skip the DDP-path and --use_amp/--compile measurements (hundreds of steps each)")
+    p.add_argument("--rounds", type=cli.at_least(1), default=None,
+                   help="paired rounds of the four measurements (default: 100 for DLinear, 1 for the others)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
     a = p.parse_args(argv)
     applied = prepare_training_process()  # as run.py does
@@ -351,7 +357,7 @@ def main(argv=None) -> None:
         # machine's drift (both of a round run close in time); best times depend on one quiet round each.
         # On the shared 2-core development machine, medians of 30 rounds ranged 1.02-1.14 from run to run,
         # of 100 rounds (~1.5 min) 1.04-1.08; the bootstrap interval printed beside it says how far.
-        repeats = 100 if name == "dlinear" else 1
+        repeats = a.rounds or (100 if name == "dlinear" else 1)
         rounds = rounds_of(repeats, lambda: ours(exp, steps)[0], lambda: fetch_only(exp, steps),
                            lambda: model_only(exp, n_steps), lambda: field_standard(exp, steps))
         ours_s, fetch_s, limit_s, field_s = minima(rounds)

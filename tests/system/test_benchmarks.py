@@ -34,6 +34,17 @@ def test_the_throughput_benchmark_measures_our_loop_against_the_model_only_limit
         assert re.search(r"validation \+ test: [\d.]+ s", section)
 
 
+def test_each_throughput_measurement_cuts_its_steps_from_the_whole_epoch(data_root):
+    """A pass once left its cut loader in the trainer, so the option speeds timed 3 warm-up steps as 30."""
+    import torch
+
+    from scripts.benchmark import throughput
+    exp, args = throughput.make_exp("dlinear", str(data_root), torch.device("cpu"))
+    assert throughput.ours(exp, 3)[1] == 3 * args.batch_size
+    assert throughput.ours(exp, 5)[1] == 5 * args.batch_size
+    assert throughput.fetch_only(exp, None) > 0 and len(exp.trainer.loader) > 5
+
+
 def test_the_paper_cost_benchmark_times_each_paper_script_and_scales_it_to_an_epoch_and_a_run(data_root):
     out = subprocess.run([sys.executable, "-m", "scripts.benchmark.paper_cost", "--models", "dlinear,sparsetsf",
                           "--data_root", str(data_root), "--horizons", "96,720", "--steps", "2", "--threads", "1"],
