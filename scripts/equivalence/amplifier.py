@@ -27,6 +27,7 @@ from scripts.equivalence.common import (  # noqa: E402
     fail,
     perturb,
     random_walks,
+    verdict,
 )
 
 # seq_len, horizon, channels, hidden_size, SCI
@@ -76,9 +77,7 @@ def main() -> int:
         worst = max(worst, diff)
         print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels} hidden_size {hidden:3d} SCI {sci}: "
               f"max abs diff {diff:.3e} (forecast's largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -113,9 +113,16 @@ class Comparison:
               f"{diff / scale:.3e} (of the forecast's largest |value| {scale:.3g})")
 
     def verdict(self, tolerance: float) -> int:
-        equal = self.worst <= tolerance
-        print(f"{'equal' if equal else 'DIFFERENT'} within relative {tolerance:g}: largest {self.worst:.3e}")
-        return 0 if equal else 1
+        return verdict(self.worst, tolerance, relative=True)
+
+
+def verdict(worst: float, tolerance: float, relative: bool = False, qualifier: str = "",
+            largest: str | None = None) -> int:
+    """The comparison's last line, 'equal' or 'DIFFERENT' within the tolerance; the script's exit code."""
+    equal = worst <= tolerance
+    print(f"{'equal' if equal else 'DIFFERENT'} within {'relative ' if relative else ''}{tolerance:g}{qualifier}: "
+          f"largest {largest or f'{worst:.3e}'}")
+    return 0 if equal else 1
 
 
 # ---- checkouts laid out as Time-Series-Library's (models/, layers/, utils/, ...): TSLib's and the papers' own ------

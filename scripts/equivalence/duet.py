@@ -32,7 +32,7 @@ import torch.nn.functional as F
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import fail, perturb, random_walks  # noqa: E402
+from scripts.equivalence.common import fail, perturb, random_walks, verdict  # noqa: E402
 
 PACKAGE = "ts_benchmark.baselines.duet"
 # seq_len, horizon, channels, num_experts, k, e_layers, n_heads: top-k below the experts (differentiable load),
@@ -216,9 +216,7 @@ def main() -> int:
               f"max abs diff {eval_abs:.3e} ({eval_rel:.1e} relative); training forecast {train_abs:.3e} "
               f"({train_rel:.1e}), load-balancing loss {aux_rel:.1e} relative (official "
               f"{expected_aux.sum().item():.4g}), gradients {grad_rel:.1e} relative")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within relative {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance, relative=True)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from scripts.equivalence.common import (  # noqa: E402
     perturb,
     random_walks,
     stand_in,
+    verdict,
 )
 
 FOLDER = "ModernTCN-Long-term-forecasting"
@@ -101,9 +102,7 @@ def main() -> int:
                   f"{stages} blocks {blocks} ffn_ratio {ffn_ratio} kernels {large}/{small} decomposition "
                   f"{decomposition!s:5} use_norm {use_norm!s:5} {mode:5}: max abs diff {diff:.3e} "
                   f"(forecast's largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks  # noqa
+from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks, verdict  # noqa
 
 # seq_len, horizon, channels, d_model, e_layers, use_norm
 CASES = [(96, 96, 7, 128, 1, True), (96, 720, 7, 256, 2, True), (48, 24, 1, 64, 1, True), (100, 37, 5, 128, 2, False),
@@ -70,9 +70,7 @@ def main() -> int:
         print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels} d_model {width:3d} e_layers {e_layers} "
               f"use_norm {use_norm!s:5}: max abs diff float64 {diffs[1]:.3e}, float32 {diffs[0]:.3e} (forecast's "
               f"largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from scripts.equivalence.common import (  # noqa: E402
     perturb,
     random_walks,
     stand_in,
+    verdict,
 )
 
 # seq_len, horizon, channels, patch sizes (layers x experts), k, residual: the ETTh1 scripts' shapes at 96 and 720
@@ -208,9 +209,7 @@ def main() -> int:
               f"{residual!s:5}: eval forecast max abs diff {eval_abs:.3e} ({eval_rel:.1e} relative); training "
               f"forecast {train_abs:.3e} ({train_rel:.1e}), balance loss {aux_rel:.1e} relative (official "
               f"{aux:.4g}), gradients {grad_rel:.1e} relative")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within relative {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance, relative=True)
 
 
 if __name__ == "__main__":

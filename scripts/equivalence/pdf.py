@@ -30,7 +30,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import checkout_module, fail, perturb, random_walks  # noqa: E402
+from scripts.equivalence.common import checkout_module, fail, perturb, random_walks, verdict  # noqa: E402
 from scripts.equivalence.duet import copy_weights, difference, gradient_difference, options  # noqa: E402
 
 # seq_len, horizon, channels, periods, patch_lens, strides (None: the official default), kernels, add, e_layers,
@@ -99,10 +99,7 @@ def main() -> int:
               f"strides {strides} kernels {kernels} {'mean' if add else 'concat'}: training forecast max abs diff "
               f"{train_abs:.3e} ({train_rel:.1e} relative), gradients {grad_rel:.1e} relative; eval forecast "
               f"{eval_abs:.3e} ({eval_rel:.1e} relative)")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within relative {args.tolerance:g} in {args.dtype}: largest "
-          f"{worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance, relative=True, qualifier=f" in {args.dtype}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from scripts.equivalence.common import (  # noqa: E402
     copy_state,
     perturb,
     random_walks,
+    verdict,
 )
 
 # the official repository's top-level packages that clash with (or are absent from) this repository's
@@ -79,9 +80,7 @@ def main() -> int:
             print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels} marks {marks!s:5} use_norm "
                   f"{use_norm!s:5} e_layers {e_layers} d_core {d_core:2d} {mode:5}: max abs diff {diff:.3e} "
                   f"(forecast's largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

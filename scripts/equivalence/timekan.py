@@ -22,7 +22,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks  # noqa
+from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks, verdict  # noqa
 
 # seq_len, horizon, channels, d_model, e_layers, down_sampling_layers, down_sampling_window, begin_order, use_norm
 CASES = [(96, 96, 7, 16, 2, 2, 2, 0, True), (96, 720, 7, 16, 2, 3, 2, 1, True), (96, 192, 3, 32, 3, 1, 2, 0, True),
@@ -80,9 +80,7 @@ def main() -> int:
         print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels} d_model {width:2d} e_layers {e_layers} "
               f"scales {n_down + 1} window {window} begin_order {begin_order} use_norm {use_norm!s:5}: max abs diff "
               f"{diff:.3e} (forecast's largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import checkout_arguments, checkout_module, fail, random_walks  # noqa: E402
+from scripts.equivalence.common import checkout_arguments, checkout_module, fail, random_walks, verdict  # noqa: E402
 
 CASES = [(96, 16, 7), (24, 16, 3), (20, 24, 2), (50, 11, 1)]  # seq_len, horizon, channels
 
@@ -66,9 +66,7 @@ def main() -> int:
         worst = max(worst, diff / size)
         print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels}: max abs diff {diff:.3e}, relative "
               f"{diff / size:.3e} (forecast's largest |value| {size:.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within relative {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance, relative=True)
 
 
 if __name__ == "__main__":

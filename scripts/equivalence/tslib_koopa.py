@@ -34,6 +34,7 @@ from scripts.equivalence.common import (  # noqa: E402
     perturb,
     random_walks,
     stand_in,
+    verdict,
 )
 
 # seq_len, horizon, channels, dynamic_dim, hidden_dim, hidden_layers, num_blocks, multistep
@@ -145,9 +146,7 @@ def main() -> int:
             worst = koopa_case(official.Model, hparams, task, config, windows, worst, args.series,
                                f"official seq_len {seq_len:3d} horizon {horizon:3d} seg_len {seg_len} channels "
                                f"{channels} blocks {blocks} multistep {multistep}")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from scripts.equivalence.common import (  # noqa: E402
     fail,
     perturb,
     random_walks,
+    verdict,
 )
 
 N_MARKS = 4  # timeF features of freq h
@@ -124,9 +125,7 @@ def main() -> int:
             worst = max(worst, compare(f"official {trend:5s}", reference, state,
                                        {**hparams, "variant": "official", "trend": trend}, seq_len, horizon, channels,
                                        args.series))
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within relative {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance, relative=True)
 
 
 if __name__ == "__main__":

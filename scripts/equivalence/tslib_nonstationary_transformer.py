@@ -21,7 +21,15 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 
-from scripts.equivalence.common import checkout_arguments, checkout_module, copy_state, perturb, random_walks, stand_in  # noqa: E402
+from scripts.equivalence.common import (  # noqa: E402
+    checkout_arguments,
+    checkout_module,
+    copy_state,
+    perturb,
+    random_walks,
+    stand_in,
+    verdict,
+)
 
 N_MARKS = 4  # TSLib's timeF features of freq h
 # seq_len, label_len, horizon, channels, p_hidden_dims, d_layers
@@ -87,9 +95,7 @@ def main() -> int:
         print(f"seq_len {seq_len:3d} label_len {label_len:3d} horizon {horizon:3d} channels {channels} projector "
               f"{widths} d_layers {d_layers}: max abs diff {diff:.3e} (forecast's largest |value| "
               f"{expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from scripts.equivalence.common import (  # noqa: E402
     fail,
     perturb,
     random_walks,
+    verdict,
 )
 
 # seq_len, patch_len, horizon, channels, alpha, top_p, pos, e_layers
@@ -103,10 +104,8 @@ def main() -> int:
             line += (f"; training (official code) forecast max abs diff {(got - expected).abs().max().item():.3e}, "
                      f"weighted loss {0.05 * float(loss):.6g} vs {terms['router_balance'].item():.6g}")
         print(line)
-    equal = max(worst, worst_train) <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest eval {worst:.3e}"
-          + (f", training {worst_train:.3e}" if paper is not None else ""))
-    return 0 if equal else 1
+    return verdict(max(worst, worst_train), args.tolerance,
+                   largest=f"eval {worst:.3e}" + (f", training {worst_train:.3e}" if paper is not None else ""))
 
 
 if __name__ == "__main__":

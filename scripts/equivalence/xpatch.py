@@ -29,6 +29,7 @@ from scripts.equivalence.common import (  # noqa: E402
     copy_state,
     perturb,
     random_walks,
+    verdict,
 )
 
 # the official repository's top-level packages that clash with (or are absent from) this repository's
@@ -110,9 +111,7 @@ def main() -> int:
             print(f"seq_len {seq_len:3d} horizon {horizon:3d} channels {channels} patch {patch_len:2d}/{stride} "
                   f"{ma_type:4} alpha {alpha} beta {beta} revin {revin!s:5} {mode:5}: max abs diff {diff:.3e} "
                   f"(forecast's largest |value| {expected.abs().max().item():.3g})")
-    equal = worst <= args.tolerance
-    print(f"{'equal' if equal else 'DIFFERENT'} within {args.tolerance:g}: largest {worst:.3e}")
-    return 0 if equal else 1
+    return verdict(worst, args.tolerance)
 
 
 if __name__ == "__main__":
