@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import models
-from data_provider import datasets
+from data_provider import datasets, m4
 from utils import losses
 from utils.errors import ConfigError
 
@@ -37,13 +37,15 @@ DEFAULTS = {
 # What TSLib's implementation of a model fixes whatever its flags say (models/<Name>.py there): DLinear never
 # normalises, PatchTST, iTransformer and TimesNet always do (TimeMixer reads --use_norm), PatchTST's patches are
 # 16 points 8 apart and its head drops out at --dropout (after its linear layer there, before it here), Informer
-# computes as its port (variant tslib), FEDformer keeps 32 random modes, Crossformer segments of 12. A flag
-# name as value: that flag's value.
+# computes as its port (variant tslib), as does MICN (its feed-forward block), FEDformer keeps 32 random modes,
+# Crossformer segments of 12. They hold on every data set, M4 included (FEDformer's modes are at most half a length,
+# Crossformer pads the window and the horizon to whole segments, in both codes). A flag name as value: that flag's
+# value.
 TSLIB_FIXED = {"dlinear": {"use_norm": False},
                "patchtst": {"use_norm": True, "head_dropout": "--dropout", "patch_len": 16, "stride": 8},
                "itransformer": {"use_norm": True}, "timesnet": {"use_norm": True},
-               "informer": {"variant": "tslib"}, "fedformer": {"modes": 32, "mode_select": "random"},
-               "crossformer": {"seg_len": 12}}
+               "informer": {"variant": "tslib"}, "micn": {"variant": "tslib"},
+               "fedformer": {"modes": 32, "mode_select": "random"}, "crossformer": {"seg_len": 12}}
 # TSLib's own flags among ours: a script's value for them yields to what the model's code fixes; a flag only we
 # have (--head_dropout, --stride), given explicitly, wins
 TSLIB_FLAGS = {*DEFAULTS[TSLIB], "patch_len"}
@@ -75,6 +77,7 @@ class Foreign:
     here: str                                      # what it becomes here (the docs' table)
     apply: Callable[[str, str, Translation], None]  # (flag, value, translation)
     switch: bool = False                           # takes no value
+    many: bool = False                             # one value or more (TSLib's nargs='+'), joined by commas
 
 
 def _sets(dest: str, convert=lambda flag, value: value):
@@ -145,6 +148,16 @@ def _openltm_data(flag, value, t):
         t.given.add("data")
 
 
+def _int_list(dest: str):
+    """A flag of ours that TSLib declares with nargs='+' and type int (`256 256` there, `256,256` here): ours."""
+    def apply(flag, value, t):
+        for part in value.split(","):
+            _int(flag, part)
+        t.argv += [flag, value]
+        t.given.add(dest)
+    return apply
+
+
 def _loss(flag, value, t):
     if value.lower() not in losses.registry():
         raise ConfigError(f"{flag} {value}: the losses here are {', '.join(sorted(losses.registry()))} "
@@ -192,17 +205,18 @@ FOREIGN = [
     Foreign("--seed", (TSLIB,), "noted and ignored: TSLib's run.py seeds 2021 whatever `--seed` says",
             _note("ignored: TSLib's run.py seeds every run with 2021 (its --seed only drives augmentation)")),
     Foreign("--label_len", (TSLIB,), "`--label_len` of the encoder-decoders (Informer, Autoformer, FEDformer); "
-            "noted and ignored for the other models", _model_flag(("label_len",), "ignored: this model reads no decoder "
-                                                                  "start tokens")),
-    Foreign("--features", (TSLIB,), "`M`: all channels; `MS`: `--covariate`; `S`: `--target_only` (all channels for files "
-            "without column names, Solar and PEMS, as TSLib's loaders do)", _features),
+            "noted and ignored for the other models",
+            _model_flag(("label_len",), "ignored: this model reads no decoder start tokens")),
+    Foreign("--features", (TSLIB,), "`M`: all channels; `MS`: `--covariate`; `S`: `--target_only` (all channels for "
+            "files without column names, Solar and PEMS, as TSLib's loaders do)", _features),
     *(Foreign(f"--{name}", (TSLIB,), "checked against the data's channels (the data sets them)", _channels)
       for name in CHANNEL_FLAGS),
     Foreign("--embed", (TSLIB,), "`timeF` only (the time features TSLib's timeenc=1 builds)",
             _only(("timeF",), "the time features are TSLib's timeF", "only timeF time features are built here")),
     Foreign("--factor", (TSLIB,), "`--factor` of the models that declare it (Informer's ProbSparse sampling, "
             "Auto-Correlation's top-k, Crossformer's routers); noted and ignored for the others",
-            _model_flag(("factor", "router_factor"), "ignored: this model has full attention (no ProbSparse/Auto-Correlation factor)")),
+            _model_flag(("factor", "router_factor"),
+                        "ignored: this model has full attention (no ProbSparse/Auto-Correlation factor)")),
     Foreign("--factor", (OPENLTM,), "noted and ignored: OpenLTM's TTM fixes its mixers' expansion at 2 whatever it "
             "says, as ours does by default (`--expansion`)",
             _note("ignored: OpenLTM's TTM fixes its mixers' expansion at 2, as ours by default (--expansion)")),
@@ -220,6 +234,8 @@ FOREIGN = [
     Foreign("--hidden_dim", (OPENLTM,), "TTM: `--decoder_d_model`; omitted: OpenLTM's 16", _ttm),
     Foreign("--n_vars", (OPENLTM,), "TTM: checked against the data's channels (the data sets them)", _ttm),
     Foreign("--use_decoder", (OPENLTM,), "noted: OpenLTM's TTM always has its decoder, as ours", _ttm, switch=True),
+    Foreign("--p_hidden_dims", (TSLIB,), "`--p_hidden_dims`: TSLib's list (`256 256`) or ours (`256,256`)",
+            _int_list("p_hidden_dims"), many=True),
     Foreign("--use_norm", (TSLIB,), "`--use_norm` when 1 (TSLib's default), off when 0",
             _sets("use_norm", lambda f, v: _int(f, v) != 0)),
     Foreign("--distil", (TSLIB,), "`--no-distil`: TSLib's switch turns Informer's distilling off",
@@ -242,7 +258,8 @@ FOREIGN = [
             _only(("1",), "TimeMixer here is channel-independent", "TimeMixer here is channel-independent only")),
     Foreign("--decomp_method", (TSLIB,), "`moving_avg` only",
             _only(("moving_avg",), "decomposition by moving average", "decomposition by moving average only")),
-    Foreign("--augmentation_ratio", (TSLIB,), "0 only", _only(("0",), "no augmentation", "augmentation is not offered")),
+    Foreign("--augmentation_ratio", (TSLIB,), "0 only",
+            _only(("0",), "no augmentation", "augmentation is not offered")),
     Foreign("--inverse", (TSLIB,), "refused: metrics are on the scaled data, as in the papers' tables",
             _refuse("metrics are on the scaled data here, as in the papers' tables"), switch=True),
     Foreign("--use_dtw", (TSLIB,), "refused: add DTW as a metric file (docs/extending.md)",
@@ -264,7 +281,8 @@ FOREIGN = [
     Foreign("--test_flag", (OPENLTM,), "`T` only: the test split of `--data`",
             _only(("T",), "the test split of --data is used", "testing on another dataset is not offered")),
     Foreign("--load_time_stamp", (OPENLTM,), "`none` only",
-            _only(("none",), "no precomputed time-stamp embeddings", "precomputed time-stamp embeddings are not offered")),
+            _only(("none",), "no precomputed time-stamp embeddings",
+                  "precomputed time-stamp embeddings are not offered")),
     Foreign("--output_attention", (OPENLTM,), "noted and ignored", _note("ignored: attention maps are not returned"),
             switch=True),
     Foreign("--flash_attention", (OPENLTM,), "noted and ignored: torch chooses the attention kernel",
@@ -324,7 +342,10 @@ def translate(argv: list, option_dests: dict) -> Translation:
         elif eq:
             value, i = inline, i + 1
         elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            value, i = argv[i + 1], i + 2
+            end = i + 2
+            while foreign.many and end < len(argv) and not argv[end].startswith("--"):
+                end += 1
+            value, i = ",".join(argv[i + 1:end]), end
         else:
             raise ConfigError(f"{name}: expected a value")
         foreign.apply(name, value, t)
@@ -340,6 +361,8 @@ def complete(args, t: Translation) -> None:
     if t.dialect == TSLIB:
         _tslib_fixed(args, t)
         _set_model_flags(args, t)
+        if t.defaults.get("task") == "short_term":  # --task_name short_term_forecast
+            _tslib_m4_lengths(args, t)
     if t.dialect == OPENLTM:
         _openltm_model_flags(args, t)
     if t.openltm_data is not None:
@@ -362,7 +385,7 @@ def complete(args, t: Translation) -> None:
 def _tslib_fixed(args, t: Translation) -> None:
     try:
         fixed = dict(TSLIB_FIXED.get(models.resolve(args.model), {}))
-        named_columns = datasets.resolve(args.data, args.data_path).target is not None
+        named_columns = args.data == m4.NAME or datasets.resolve(args.data, args.data_path).target is not None
     except KeyError:
         return  # resolution (exp/config.py) reports the unknown model or data
     if not named_columns and "target_only" in t.mapped:
@@ -376,6 +399,28 @@ def _tslib_fixed(args, t: Translation) -> None:
             t.notes.append(f"{script_flag}: ignored, as by TSLib ({dest} is {value} there for {args.model} "
                            f"on {args.data})")
         setattr(args, dest, value)
+
+
+def _tslib_m4_lengths(args, t: Translation) -> None:
+    """TSLib's exp_short_term_forecasting on M4: pred_len the subset's horizon, seq_len twice it and label_len
+    equal to it, whatever the script says. The lookback and horizon are resolution's (our short-term task computes
+    them alike); the script's are noted and dropped here, and label_len set for the models that read it."""
+    if args.data != m4.NAME or args.seasonal_patterns not in m4.SUBSETS:
+        return  # resolution reports it
+    horizon = m4.SUBSETS[args.seasonal_patterns].horizon
+    why = f"ignored, as by TSLib (its short-term task sets it from the M4 {args.seasonal_patterns} horizon, {horizon})"
+    for dest, flag, value in (("seq_len", "--seq_len", 2 * horizon), ("output_token_len", "--pred_len", horizon)):
+        if (dest in t.given or dest in t.mapped) and getattr(args, dest) != value:
+            t.notes.append(f"{flag} {getattr(args, dest)}: {why}")
+            setattr(args, dest, DEFAULTS[TSLIB][dest])  # as if omitted: resolution sets the protocol's
+    try:
+        declared = models.hyperparameters(args.model)
+    except (KeyError, models.ModelFileError):
+        return
+    if "label_len" in declared:
+        if ("label_len",) in t.model_flags and args.label_len != horizon:
+            t.notes.append(f"--label_len {args.label_len}: {why}")
+        args.label_len = horizon
 
 
 def _set_model_flags(args, t: Translation) -> None:
@@ -473,7 +518,8 @@ def reference_markdown() -> str:
              "defaults |",
              "| `--task_name short_term_forecast` | TSLib | `--task short_term` (M4: `--data m4 "
              "--seasonal_patterns <subset>`; [short_term.md](short_term.md)) with TSLib's "
-             "defaults |",
+             "defaults; as its exp_short_term_forecasting, the subset's horizon H sets `--pred_len` H, `--seq_len` "
+             "2H and `--label_len` H whatever the script says (noted where it says otherwise) |",
              "| `--task_name forecast` | OpenLTM | OpenLTM's defaults (autoregressive unless `--nonautoregressive`) |"]
     for f in FOREIGN:
         lines.append(f"| `{f.flag}` | {', '.join(f.dialects)} | {f.here} |")
@@ -486,8 +532,8 @@ def reference_markdown() -> str:
               "refused, in one line naming `--mode` and `--stride`; with `--mode common_channel --stride` equal to "
               "`--patch_size` it runs.",
               "", "## What TSLib's code of a model fixes", "",
-              "Whatever the script says, as TSLib's own model files do; flags only we have (`--head_dropout`, "
-              "`--stride`), given explicitly, still win.", "",
+              "Whatever the script says, on every data set (M4 included), as TSLib's own model files do; flags "
+              "only we have (`--head_dropout`, `--stride`, `--variant`), given explicitly, still win.", "",
               "| model | fixed |", "|---|---|"]
     for model, fixed in TSLIB_FIXED.items():
         lines.append(f"| `{model}` | " + ", ".join(f"`{k}` = {v}" for k, v in fixed.items()) + " |")

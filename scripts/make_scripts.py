@@ -870,8 +870,116 @@ def nbeats_m4():
     return flags, notes
 
 
-SHORT_TERM = {"nbeats": (nbeats_m4, "Oreshkin et al., ICLR 2020; official ElementAI/N-BEATS "
-                                    "experiments/m4/generic.gin")}
+TSLIB_COMMIT = "4e938a1"  # thuml/Time-Series-Library, as read for the M4 scripts below (docs/reproducing.md's)
+M4_HORIZONS = {"Yearly": 6, "Quarterly": 8, "Monthly": 18, "Weekly": 13, "Daily": 14, "Hourly": 48}  # data_provider/m4
+# TimesNet_M4.sh's --d_model and --d_ff per subset; TSLib's Crossformer, FiLM and MICN M4 scripts copy them
+TSLIB_M4_WIDTHS = {"Yearly": (16, 32), "Quarterly": (64, 64), "Monthly": (32, 32), "Weekly": (32, 32),
+                   "Daily": (16, 16), "Hourly": (32, 32)}
+TSLIB_M4_VALIDATION = ("TSLib validates on the test set (early stopping and the checkpoint kept); here on each "
+                       "series' held-out last horizon (docs/short_term.md)")
+
+
+def _per_subset(values: dict):
+    """One value where every subset has it, else {subset: value} in M4_SUBSETS order (a bash array per subset)."""
+    ordered = [values[s] for s in M4_SUBSETS]
+    return ordered[0] if len(set(ordered)) == 1 else dict(zip(M4_SUBSETS, ordered))
+
+
+def _tslib_widths(column: int):
+    return _per_subset({s: widths[column] for s, widths in TSLIB_M4_WIDTHS.items()})
+
+
+def _tslib_m4(model_flags: dict, notes=(), **script):
+    """TSLib's scripts/short_term_forecast/<Model>_M4.sh: the model's flags, then what every line sets (sMAPE, batch
+    16, lr 1e-3; `script` where a script sets others) and its run.py's defaults for the rest (10 epochs, patience 3,
+    type1). Its exp_short_term_forecasting fixes the lookback at 2 x horizon."""
+    training = {"loss": "smape", "batch_size": 16, "learning_rate": 0.001, "train_epochs": 10, "patience": 3,
+                "lradj": "type1", **script}
+    return {"lookback_multiple": 2, **model_flags, **training}, [*notes, TSLIB_M4_VALIDATION]
+
+
+# label_len: TSLib's exp_short_term_forecasting sets label_len = pred_len whatever a script says
+_TSLIB_ENCODER_DECODER = dict(e_layers=2, d_layers=1, d_model=512, d_ff=2048, n_heads=8, dropout=0.1,
+                              activation="gelu", label_len=_per_subset(M4_HORIZONS))
+
+
+def dlinear_m4():
+    return _tslib_m4(_flags(moving_avg=25, individual=False))
+
+
+def timesnet_m4():
+    return _tslib_m4(_flags(e_layers=2, d_model=_tslib_widths(0), d_ff=_tslib_widths(1), top_k=5, num_kernels=6,
+                            dropout=0.1, use_norm=True))
+
+
+def itransformer_m4():
+    return _tslib_m4(_flags(e_layers=2, d_model=512, d_ff=2048, n_heads=8, dropout=0.1, activation="gelu",
+                            use_norm=True),
+                     ["M4's series have no dates: TSLib's iTransformer embeds the series alone, ours one more token "
+                      "of the zero calendar channel (data_provider/m4.py)"])
+
+
+def timemixer_m4():
+    d_ff = _per_subset({s: {"Quarterly": 64, "Daily": 16}.get(s, 32) for s in M4_SUBSETS})
+    return _tslib_m4(_flags(e_layers=4, d_model=32, d_ff=d_ff, down_sampling_layers=1, down_sampling_window=2,
+                            moving_avg=25, dropout=0.1, use_norm=True),
+                     batch_size=128, learning_rate=0.01, train_epochs=50, patience=20)
+
+
+def informer_m4():
+    return _tslib_m4(_flags(**_TSLIB_ENCODER_DECODER, factor=3, attn="prob", distil=True, variant="tslib"),
+                     ["TSLib's Informer standardises each window for this task (its short_forecast) and restores "
+                      "the forecast's scale; ours has no such step"])
+
+
+def autoformer_m4():
+    return _tslib_m4(_flags(**_TSLIB_ENCODER_DECODER, moving_avg=25, factor=3))
+
+
+def fedformer_m4():  # TSLib's FEDformer keeps 32 random modes
+    return _tslib_m4(_flags(**_TSLIB_ENCODER_DECODER, moving_avg=25, modes=32, mode_select="random"))
+
+
+def nonstationary_transformer_m4():  # the script's --p_hidden_dims 256 256 (a list there)
+    return _tslib_m4(_flags(**_TSLIB_ENCODER_DECODER, p_hidden_dims="256,256", p_hidden_layers=2))
+
+
+def crossformer_m4():  # TSLib's port fixes seg_len 12 and win_size 2 and reads --factor as the router count
+    return _tslib_m4(_flags(seg_len=12, win_size=2, router_factor=3, d_model=_tslib_widths(0), d_ff=_tslib_widths(1),
+                            n_heads=8, e_layers=2, dropout=0.1),
+                     ["TSLib's segment embedding (no bias, a fixed sinusoid added to the positions) is "
+                      "--tslib_embedding, off as in the long-term scripts (docs/reproducing.md)"])
+
+
+def film_m4():  # TSLib's FiLM fixes 32 modes, window 256 and RevIN; it reads none of the script's widths
+    return _tslib_m4(_flags(modes=32, legendre_order=256, revin=True))
+
+
+def micn_m4():  # TSLib's port (its feed-forward block: variant tslib) at its default kernels; it reads no --d_ff
+    return _tslib_m4(_flags(d_model=_tslib_widths(0), d_layers=1, dropout=0.1, conv_kernel="12,16", trend="regre",
+                            variant="tslib"))
+
+
+def _tslib_m4_source(paper: str, name: str) -> str:
+    return (f"{paper}; TSLib's scripts/short_term_forecast/{name}_M4.sh ({TSLIB_COMMIT}) and its run.py's defaults "
+            "for what it leaves out")
+
+
+SHORT_TERM = {
+    "nbeats": (nbeats_m4, "Oreshkin et al., ICLR 2020; official ElementAI/N-BEATS experiments/m4/generic.gin"),
+    "dlinear": (dlinear_m4, _tslib_m4_source("Zeng et al., AAAI 2023", "DLinear")),
+    "timesnet": (timesnet_m4, _tslib_m4_source("Wu et al., ICLR 2023", "TimesNet")),
+    "itransformer": (itransformer_m4, _tslib_m4_source("Liu et al., ICLR 2024", "iTransformer")),
+    "timemixer": (timemixer_m4, _tslib_m4_source("Wang et al., ICLR 2024", "TimeMixer")),
+    "informer": (informer_m4, _tslib_m4_source("Zhou et al., AAAI 2021", "Informer")),
+    "autoformer": (autoformer_m4, _tslib_m4_source("Wu et al., NeurIPS 2021", "Autoformer")),
+    "fedformer": (fedformer_m4, _tslib_m4_source("Zhou et al., ICML 2022", "FEDformer")),
+    "nonstationary_transformer": (nonstationary_transformer_m4,
+                                  _tslib_m4_source("Liu et al., NeurIPS 2022", "Nonstationary_Transformer")),
+    "crossformer": (crossformer_m4, _tslib_m4_source("Zhang & Yan, ICLR 2023", "Crossformer")),
+    "film": (film_m4, _tslib_m4_source("Zhou et al., NeurIPS 2022", "FiLM")),
+    "micn": (micn_m4, _tslib_m4_source("Wang et al., ICLR 2023", "MICN")),
+}
 
 
 def short_term_script(model: str) -> str:

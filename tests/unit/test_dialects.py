@@ -85,7 +85,8 @@ def test_what_tslibs_code_of_a_model_fixes_wins_over_its_flags(weather):
     assert "--use_norm: ignored, as by TSLib (use_norm is False there for DLinear" in " ".join(dlinear.origin.notes)
     patchtst = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--use_norm", "0", "--dropout", "0.3",
                                 "--patch_len", "24"))
-    assert patchtst.use_norm is True and patchtst.head_dropout == 0.3 and (patchtst.patch_len, patchtst.stride) == (16, 8)
+    assert patchtst.use_norm is True and patchtst.head_dropout == 0.3
+    assert (patchtst.patch_len, patchtst.stride) == (16, 8)
     assert "--patch_len: ignored, as by TSLib (patch_len is 16 there" in " ".join(patchtst.origin.notes)
     ours = parse_args(_argv(TSLIB_SCRIPTS["PatchTST"], weather, "--head_dropout", "0.05", "--stride", "4"))
     assert (ours.head_dropout, ours.stride) == (0.05, 4), "flags only we have, given explicitly, win"
@@ -191,3 +192,82 @@ def test_what_cannot_be_honoured_is_one_line_naming_the_flag(weather, extra, mes
 def test_the_tslib_mapping_table_is_generated_from_the_translation():
     with open(os.path.join(REPO, "docs", "tslib.md")) as f:
         assert f.read() == dialects.reference_markdown(), "regenerate it: python -m exp.dialects > docs/tslib.md"
+
+
+# TSLib's scripts/short_term_forecast/<Model>_M4.sh, their common flags (the tests here read no data)
+TSLIB_M4 = ("--task_name short_term_forecast --is_training 1 --root_path ./dataset/m4 --seasonal_patterns {subset} "
+            "--model_id m4_{subset} --model {model} --data m4 --features M --e_layers 2 --d_layers 1 --factor 3 "
+            "--enc_in 1 --dec_in 1 --c_out 1 --batch_size 16 --d_model 512 --des Exp --itr 1 --learning_rate 0.001 "
+            "--loss SMAPE --device cpu")
+
+
+def _m4(model: str, subset: str = "Yearly", extra: str = ""):
+    return parse_args(shlex.split(TSLIB_M4.format(model=model, subset=subset) + extra))
+
+
+@pytest.mark.parametrize("model", ["Informer", "Autoformer", "FEDformer", "Nonstationary_Transformer"])
+def test_tslibs_short_term_task_sets_label_len_to_the_horizon_on_m4(model):
+    """TSLib's exp_short_term_forecasting: pred_len the subset's horizon, seq_len twice it, label_len = pred_len
+    whatever the line says (its run.py's 48 would exceed Yearly's lookback of 12)."""
+    for subset, horizon in (("Yearly", 6), ("Monthly", 18), ("Hourly", 48)):
+        config = resolve(_m4(model, subset))
+        assert (config.seq_len, config.output_token_len, config.label_len) == (2 * horizon, horizon, horizon)
+    said = _m4(model, "Quarterly", " --label_len 4 --seq_len 96 --pred_len 24")
+    config = resolve(said)
+    assert (config.seq_len, config.output_token_len, config.label_len) == (16, 8, 8)
+    why = "ignored, as by TSLib (its short-term task sets it from the M4 Quarterly horizon, 8)"
+    assert [f"--label_len 4: {why}", f"--seq_len 96: {why}", f"--pred_len 24: {why}"] == \
+        sorted((n for n in said.origin.notes if "horizon, 8" in n), key=lambda n: ["--l", "--s", "--p"].index(n[:3]))
+    assert not [n for n in _m4(model, "Quarterly", " --label_len 8").origin.notes if "label_len" in n]
+
+
+def test_label_len_is_the_scripts_in_tslibs_long_term_task(weather):
+    informer = parse_args(_argv(TSLIB_SCRIPTS["Informer"], weather))
+    assert informer.label_len == 12
+    assert parse_args(_argv(TSLIB_SCRIPTS["Informer"].replace(" --label_len 12", ""), weather)).label_len == 48
+
+
+@pytest.mark.parametrize("model, fixed", [
+    ("DLinear", {"use_norm": False}), ("Informer", {"variant": "tslib"}), ("MICN", {"variant": "tslib"}),
+    ("FEDformer", {"modes": 32, "mode_select": "random"}), ("Crossformer", {"seg_len": 12}),
+    ("iTransformer", {"use_norm": True}), ("TimesNet", {"use_norm": True})])
+def test_what_tslibs_code_of_a_model_fixes_holds_on_m4_too(model, fixed):
+    said = f" --use_norm {int(not fixed['use_norm'])}" if "use_norm" in fixed else ""  # the line says otherwise
+    for subset in ("Yearly", "Hourly"):
+        config = resolve(_m4(model, subset, said))
+        assert {k: getattr(config, k) for k in fixed} == fixed, (model, subset)
+
+
+def test_tslibs_micn_is_our_tslib_variant(weather):
+    micn = ("--task_name long_term_forecast --is_training 1 --root_path {root} --data_path weather.csv --model_id w "
+            "--model MICN --data custom --features M --seq_len 24 --label_len 24 --pred_len 8 --e_layers 2 "
+            "--d_layers 1 --factor 3 --enc_in 3 --dec_in 3 --c_out 3 --d_model 16 --d_ff 16 --top_k 5 --des Exp "
+            "--itr 1 --train_epochs 1")
+    assert parse_args(_argv(micn, weather)).variant == "tslib"
+    assert parse_args(_argv(micn, weather, "--variant", "official")).variant == "official", \
+        "a flag only we have, given explicitly, wins"
+    ours = ("--model micn --nonautoregressive --model_id w --data Weather --root_path {root} --seq_len 24 "
+            "--output_token_len 8 --d_layers 1 --d_model 16 --dropout 0.1 --variant tslib --freq h --des Exp "
+            f"{TRAINING}")
+    assert _config(_argv(micn, weather)) == _config(_argv(ours, weather))
+
+
+@pytest.mark.parametrize("written, widths", [
+    ("--p_hidden_dims 256 256 --p_hidden_layers 2", "256,256"), ("--p_hidden_dims 64 --p_hidden_layers 1", "64"),
+    ("--p_hidden_layers 3 --p_hidden_dims 8 16 32", "8,16,32"), ("--p_hidden_dims=32,32", "32,32"),
+    ("--p_hidden_dims 256,256", "256,256")])
+def test_tslibs_list_flags_take_its_several_values(written, widths):
+    """TSLib's run.py declares --p_hidden_dims with nargs='+': `256 256` there, ours `256,256`; both are read."""
+    config = resolve(_m4("Nonstationary_Transformer", extra=" " + written))
+    assert config.p_hidden_dims == widths and config.seasonal_patterns == "Yearly"
+
+
+@pytest.mark.parametrize("written, message", [
+    ("--p_hidden_dims --p_hidden_layers 2", "--p_hidden_dims: expected a value"),
+    ("--p_hidden_dims 256 x --p_hidden_layers 2", "--p_hidden_dims: expected an integer, got 'x'"),
+    ("--p_hidden_dims=256 256", "unrecognized arguments: 256"),  # as TSLib's argparse: one value after '='
+])
+def test_tslibs_list_flags_refuse_in_one_line(written, message):
+    with pytest.raises(ConfigError, match=re.escape(message)) as refused:
+        resolve(_m4("Nonstationary_Transformer", extra=" " + written))
+    assert "\n" not in str(refused.value)

@@ -41,8 +41,7 @@ def test_shipped_reference_table_names_a_source_for_every_number():
              {"96", "192", "336", "720"}}
     # SOFTS publishes averages only; the other papers print no ETTh1 in the tables read here (docs/reproducing.md)
     assert set(SHIPPED) - etth1 == {"ttm", "time_moe", "deepar", "nhits", "softs", "nonstationary_transformer", "koopa",
-                                    "film", "micn", "amplifier", "timefilter", "patchmlp", "moderntcn",
-                                    "pathformer"}
+                                    "film", "micn", "amplifier", "timefilter", "patchmlp", "moderntcn"}
     # a published MSE without MAE (N-HiTS): the gap of the MSE, none of the MAE
     assert report._published(report.load_reference(report.DEFAULT_REFERENCE)[("nhits", "ILI", 120, 24)], "mae") \
         is None
@@ -82,6 +81,56 @@ def test_shipped_short_term_scripts_are_what_make_scripts_writes_and_resolve_for
             assert config.task == "short_term" and config.seasonal_patterns == subset
     hourly = resolve(parse_args(make_scripts.short_term_flags("nbeats", "Hourly")))
     assert (hourly.seq_len, hourly.train_steps, hourly.batch_size) == (96, 5000, 1024)
+
+
+# TSLib's scripts/short_term_forecast/<Model>_M4.sh (4e938a1), transcribed from its lines: the flags every line has,
+# then each script's own; {d_model} and {d_ff} are TimesNet_M4.sh's per subset, {mixer_d_ff} TimeMixer_M4.sh's
+TSLIB_M4_LINE = ("--task_name short_term_forecast --is_training 1 --root_path ./dataset/m4 --data m4 --features M "
+                 "--d_layers 1 --factor 3 --enc_in 1 --dec_in 1 --c_out 1 --des Exp --itr 1 --loss SMAPE")
+TSLIB_M4_WIDTHS = {"Monthly": (32, 32), "Yearly": (16, 32), "Quarterly": (64, 64), "Daily": (16, 16),
+                   "Weekly": (32, 32), "Hourly": (32, 32)}
+_PLAIN = "--e_layers 2 --batch_size 16 --learning_rate 0.001 --d_model 512"
+_WIDTHS = "--e_layers 2 --batch_size 16 --learning_rate 0.001 --d_model {d_model} --d_ff {d_ff} --top_k 5"
+TSLIB_M4 = {
+    "dlinear": ("DLinear", _PLAIN), "autoformer": ("Autoformer", _PLAIN), "fedformer": ("FEDformer", _PLAIN),
+    "informer": ("Informer", _PLAIN), "itransformer": ("iTransformer", _PLAIN),
+    "nonstationary_transformer": ("Nonstationary_Transformer",
+                                  _PLAIN + " --p_hidden_dims 256 256 --p_hidden_layers 2"),
+    "timesnet": ("TimesNet", _WIDTHS), "crossformer": ("Crossformer", _WIDTHS), "film": ("FiLM", _WIDTHS),
+    "micn": ("MICN", _WIDTHS),
+    "timemixer": ("TimeMixer", "--e_layers 4 --batch_size 128 --d_model 32 --d_ff {mixer_d_ff} --learning_rate 0.01 "
+                               "--train_epochs 50 --patience 20 --down_sampling_layers 1 --down_sampling_method avg "
+                               "--down_sampling_window 2"),
+}
+
+
+def _tslib_m4_argv(model: str, subset: str) -> list:
+    name, flags = TSLIB_M4[model]
+    d_model, d_ff = TSLIB_M4_WIDTHS[subset]
+    flags = flags.format(d_model=d_model, d_ff=d_ff, mixer_d_ff={"Quarterly": 64, "Daily": 16}.get(subset, 32))
+    return [*TSLIB_M4_LINE.split(), "--seasonal_patterns", subset, "--model_id", f"m4_{subset}", "--model", name,
+            *flags.split()]
+
+
+def test_tslib_sourced_short_term_scripts_run_tslibs_own_lines():
+    """Each TSLib-sourced M4 script has, per subset, the identity (but its tag) that TSLib's own line resolves to
+    through the dialect: TSLib's label_len = pred_len, its models' fixed choices, its list-valued flags."""
+    from data_provider import m4
+    from exp.config import resolve
+    from exp.identity import run_config
+    from scripts import make_scripts
+
+    def config(argv: list, subset: str) -> dict:
+        found = run_config(resolve(parse_args(argv)), m4.file_name(subset), None, world_size=1)
+        del found["tag"], found["training"]["seed"]
+        return found
+    assert set(TSLIB_M4) == set(make_scripts.SHORT_TERM) - {"nbeats"}
+    assert make_scripts.M4_HORIZONS == {s: m4.SUBSETS[s].horizon for s in make_scripts.M4_SUBSETS}
+    for model in TSLIB_M4:
+        for subset in make_scripts.M4_SUBSETS:
+            ours = config(make_scripts.short_term_flags(model, subset), subset)
+            theirs = config(_tslib_m4_argv(model, subset), subset)
+            assert theirs == ours, (model, subset)
 
 
 def test_benchmark_file_names_map_to_paper_dataset_names():

@@ -62,11 +62,11 @@ def test_paper_cells_are_the_scripts_commands_with_the_data_root():
     assert notes == ["cyclenet has no paper setting on Exchange"]
     only, _ = sweep.paper_cells(["dlinear"], ["ILI"], "/data", horizons=[24, 96])
     assert [c[c.index("--output_token_len") + 1] for c in only] == ["24"]  # ILI has no horizon 96
-    m4, notes = sweep.paper_cells(["nbeats", "dlinear"], ["M4-Hourly", "ETTh1"], "/data")
-    assert m4 == [make_scripts.short_term_flags("nbeats", "Hourly")[:9] + ["/data/m4/"]
-                  + make_scripts.short_term_flags("nbeats", "Hourly")[10:], *(c for c in cells if c[1] == "dlinear"
-                                                                          and "ETTh1" in c)]
-    assert notes == ["nbeats has no paper setting on ETTh1", "dlinear has no short-term (M4) paper setting"]
+    m4, notes = sweep.paper_cells(["nbeats", "dlinear", "patchtst"], ["M4-Hourly", "ETTh1"], "/data")
+    hourly = [[*flags[:9], "/data/m4/", *flags[10:]] for flags in
+              (make_scripts.short_term_flags(model, "Hourly") for model in ("nbeats", "dlinear"))]
+    assert m4[:6] == [hourly[0], hourly[1], *dlinear_etth1] and {c[1] for c in m4[6:]} == {"patchtst"}
+    assert notes == ["nbeats has no paper setting on ETTh1", "patchtst has no short-term (M4) paper setting"]
     assert len(sweep.paper_cells(["nbeats"], ["M4"], "/data")[0]) == 6
     with pytest.raises(ConfigError, match="the M4 subsets are Yearly"):
         sweep.paper_cells(["nbeats"], ["M4-Minutely"], "/data")
