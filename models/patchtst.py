@@ -42,8 +42,11 @@ class Model(nn.Module):
     def __init__(self, configs):
         super().__init__()
         self.patch_len, self.stride = configs.patch_len, configs.stride
-        if self.patch_len > configs.seq_len:
-            raise ValueError(f"patch_len {self.patch_len} is longer than seq_len {configs.seq_len}")
+        # the window is padded by one stride at its end (as the official code): a patch longer than the window
+        # fits while it fits the padded one (TSLib's PatchTST on M4 Yearly: 12 points, patches of 16, stride 8)
+        if self.patch_len > configs.seq_len + self.stride:
+            raise ValueError(f"patch_len {self.patch_len} is longer than seq_len {configs.seq_len} plus the stride "
+                             f"{self.stride} of the end padding")
         n_patches = (configs.seq_len - self.patch_len) // self.stride + 2  # +1 for the end padding
         self.use_norm, self.n_outputs = configs.use_norm, configs.n_outputs
         self.projection = nn.Linear(self.patch_len, configs.d_model)

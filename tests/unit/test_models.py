@@ -194,3 +194,14 @@ def test_help_shows_each_default_once():
     for action in parser()._actions:
         text = parser()._get_formatter()._expand_help(action) if action.help else ""
         assert text.count("default") <= 1, (action.dest, text)
+
+
+def test_patchtst_takes_a_patch_longer_than_its_window_while_the_end_padding_makes_it_fit():
+    """TSLib's PatchTST on M4 Yearly: 12 points, patches of 16 every 8; the window padded by 8 holds one patch."""
+    hparams = {**tiny_hparams("patchtst"), "patch_len": 16, "stride": 8}
+    task = {**TASK, "seq_len": 12, "enc_in": 1, "covariate": False, "nonautoregressive": True}
+    model = models.build("patchtst", task, hparams)
+    assert model.position.shape[0] == 1
+    assert model(torch.randn(3, 12, 1)).shape == (3, TASK["output_token_len"], 1)
+    with pytest.raises(ValueError, match="plus the stride 8"):
+        models.build("patchtst", task, {**hparams, "patch_len": 21})
