@@ -33,6 +33,8 @@ def test_the_models_table_is_the_registrys_capabilities():
         rows[cells[0].strip("`")] = [c == "✓" for c in cells[2:6]]
     shipped = {*LONG_TERM, *SHORT_TERM}
     assert sorted(rows) == sorted(shipped) and shipped <= set(models.NAMES)
+    short_term = readme[readme.index("`scripts/short_term_forecast/<model>_M4.sh` ("):].split(").")[0]
+    assert set(re.findall(r"`([a-z_]+)`", short_term)) == set(SHORT_TERM)
     for name, (direct, autoregressive, covariate, marks) in rows.items():
         caps = models.capabilities(name)
         assert (caps.direct, caps.autoregressive, caps.covariate, caps.time_marks) == \
