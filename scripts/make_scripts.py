@@ -407,7 +407,8 @@ def film(ds):
     }[ds]
     seq_len, modes, batch_size, train_epochs, patience = (_by_horizon(column, DATASETS[ds][1])
                                                           for column in zip(*lines))
-    notes = ["the official type4 schedule: x0.995 per epoch from the third"]
+    notes = ["the official type4 schedule: x0.995 per epoch from the third",
+             "the official test drops the last incomplete batch: --test_drop_last"]
     if ds == "ETTh1":
         notes.append("the official ETTh1 script runs without --ours (no RevIN) and with --modes1 1032: every Fourier "
                      "mode, min(seq_len, horizon) // 2")
@@ -417,7 +418,8 @@ def film(ds):
     if ds == "ETTh2":
         notes.append("the official ETTh2 script repeats each run 5 times (--itr 5), the others once")
     return _flags(seq_len=seq_len, modes=modes, legendre_order=256, revin=ds != "ETTh1", batch_size=batch_size,
-                  learning_rate=0.001, train_epochs=train_epochs, patience=patience, lradj="type4"), notes
+                  learning_rate=0.001, train_epochs=train_epochs, patience=patience, lradj="type4",
+                  test_drop_last=True), notes
 
 
 def micn(ds):
@@ -426,9 +428,10 @@ def micn(ds):
     ili = ds == "ILI"
     flags = _flags(seq_len=36 if ili else 96, d_model=64 if ili else 512, d_layers=1,
                    conv_kernel="18,12" if ili else "12,16", trend="regre", variant="official", dropout=0.05,
-                   batch_size=32, learning_rate=0.001, train_epochs=15, patience=3, lradj="type1_micn")
+                   batch_size=32, learning_rate=0.001, train_epochs=15, patience=3, lradj="type1_micn",
+                   test_drop_last=True)
     notes = ["the official run.py's type1 multiplies the lr by 0.75 after each epoch from the second (TSLib's halves "
-             "it): --lradj type1_micn"]
+             "it): --lradj type1_micn", "the official test drops the last incomplete batch: --test_drop_last"]
     if ili:
         flags["freq"] = "d"
         notes.append("--freq d as the official script: daily calendar features of the weekly series")
