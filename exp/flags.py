@@ -130,8 +130,8 @@ def _data_flags(f: _Flags) -> None:
                "error (PEMS: ffill)")
     f.add("task", "--protocol", later=True, default="tslib",
           help="evaluation protocol, one of data_provider/protocols/: tslib (each dataset's own split, as TSLib and "
-               "the long-term papers) or tfb (TFB's: the whole file, 6:2:2 for ETT, PEMS and Solar, 7:1:2 otherwise, "
-               "every test window scored); docs/protocols.md")
+               "the long-term papers) or tfb (TFB's: the whole file but ETT's first 20 months, 6:2:2 for ETT, PEMS and "
+               "Solar, 7:1:2 otherwise, every test window scored); docs/protocols.md")
     f.add("data", "--freq", default=None,
           help="time features of this sampling frequency, TSLib's sets (s, t/min, h, d, b, w, m, q; 15min); "
                "default: from the timestamps, hour-based with minute for sub-hourly data")

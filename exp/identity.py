@@ -21,7 +21,7 @@ import shutil
 from dataclasses import asdict, dataclass
 
 import models
-from data_provider import corpus
+from data_provider import corpus, protocols
 from data_provider.factory import DataBundle, feature_set
 from exp.flags import later_flags, model_hparams, roles, uses_input_tokens, zero_shot
 from utils import checkpoint, schedules
@@ -72,9 +72,9 @@ def features_code(args) -> str:
 
 
 IDENTITY_SECTIONS = ("tag", "model", "task", "data", "training")
-# Model.revision and Schedule.revision: raised when a change to the code changes results; 1 is the code as it was
-# when revisions began, which added nothing to identities
-FIRST_REVISIONS = {"revision": 1, "lradj_revision": 1}
+# Model.revision, Schedule.revision and Protocol.revision: raised when a change to the code changes results; 1 is the
+# code as it was when revisions began, which added nothing to identities
+FIRST_REVISIONS = {"revision": 1, "lradj_revision": 1, "protocol_revision": 1}
 
 
 def added_later(model: str) -> dict:
@@ -107,6 +107,7 @@ def run_config(args, file: str, fingerprint: str | None, world_size: int) -> dic
                 and (name not in read_by_schedules or name in schedule.flags):
             config[section][name] = getattr(args, name)
     config["training"]["lradj_revision"] = schedule.revision
+    config["task"]["protocol_revision"] = protocols.registry()[args.protocol].revision(args.data)
     config["model"] = model_section(args)
     config["data"] = _data_section(args, file, fingerprint)
     if zero_shot(args):  # nothing is trained: the weights, and what the loss reads of them, are what the test is

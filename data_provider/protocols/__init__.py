@@ -7,7 +7,7 @@ numbers published under its own protocol (scripts/reproduce/paper_results.csv, c
 """
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from utils.registry import collect
 
@@ -22,6 +22,13 @@ class Protocol:
     split: Callable[[str, int], tuple] | None = None
     lookbacks: tuple = ()                          # the lookbacks its papers search on validation (analysis/report.py)
     drops_test_windows: bool = True                # False: --test_drop_last is refused, every window is scored
+    # dataset -> revision (default 1), raised when a change to the protocol changes that dataset's split; enters run
+    # identities from 2 on (exp/identity.py), so that runs under the earlier split are never taken for runs under the
+    # new one, and runs on the datasets it left alone keep theirs
+    revisions: dict = field(default_factory=dict)
+
+    def revision(self, dataset: str) -> int:
+        return self.revisions.get(dataset, 1)
 
 
 class ProtocolFileError(ValueError):

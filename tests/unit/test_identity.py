@@ -129,3 +129,13 @@ def test_the_ledgers_runs_keep_their_identities():
              "16", "--output_token_len", "16", "--d_model", "16", "--e_layers", "1", "--train_steps", "30",
              "--val_every", "10", "--save_every", "4", "--lradj", "warmup_cosine", "--val_windows", "20"]
     assert _config_id(steps, "f.csv", "123-abc", 2) == "7c7d8fb7f5"
+
+
+def test_a_revised_protocol_split_enters_the_identities_of_the_runs_it_changes_and_no_others():
+    """TFB's split of ETT became its first 20 months (revision 2): an ETT run under it is no longer the run that split
+    the whole file, while ILI's split, unchanged, keeps its runs' identities (and TSLib's protocol has no revision)."""
+    def task(data, protocol):
+        argv = ["--data", data, "--protocol", protocol, "--seq_len", "96", "--output_token_len", "96"]
+        return run_config(resolve(parse_args(argv)), "f.csv", "1-0", 1)["task"]
+    assert task("ETTh1", "tfb")["protocol_revision"] == 2 and task("ETTm2", "tfb")["protocol_revision"] == 2
+    assert "protocol_revision" not in task("ILI", "tfb") and "protocol_revision" not in task("ETTh1", "tslib")

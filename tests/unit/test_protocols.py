@@ -11,11 +11,15 @@ def _tfb(dataset: str, n: int) -> tuple:
     return protocols.registry()["tfb"].split(dataset, n)
 
 
-def test_tfb_splits_the_whole_file_at_its_ratios_as_its_rolling_forecast_config_says():
-    # ETTh1, 17420 rows: int(0.8 x 17420) = 13936 train and validate, int(13936 x 0.75) = 10452 of them train
-    assert _tfb("ETTh1", 17420) == ({"train": (0, 10452), "val": (10452, 13936), "test": (13936, 17420)}, True)
-    # ETTm1, 69680 rows: 55744, then 41808
-    assert _tfb("ETTm1", 69680) == ({"train": (0, 41808), "val": (41808, 55744), "test": (55744, 69680)}, True)
+def test_tfb_splits_its_length_of_the_file_at_its_ratios_as_its_rolling_forecast_config_says():
+    # ETTh1's file has 17420 rows, TFB's series its first 14400: int(0.8 x 14400) = 11520 train and validate,
+    # int(11520 x 0.75) = 8640 of them train; rows 14400 on are no split's
+    assert _tfb("ETTh1", 17420) == ({"train": (0, 8640), "val": (8640, 11520), "test": (11520, 14400)}, True)
+    assert _tfb("ETTh2", 17420) == _tfb("ETTh1", 14400)
+    # ETTm1, 69680 rows, of which 57600: 46080, then 34560
+    assert _tfb("ETTm1", 69680) == ({"train": (0, 34560), "val": (34560, 46080), "test": (46080, 57600)}, True)
+    # a shorter file (generated data under an ETT name) is split whole: 1000 rows, 800, then 600
+    assert _tfb("ETTm2", 1000) == ({"train": (0, 600), "val": (600, 800), "test": (800, 1000)}, True)
     # Weather, 52696 rows, the default 0.875: int(42156.8) = 42156, int(36886.5) = 36886
     assert _tfb("Weather", 52696) == ({"train": (0, 36886), "val": (36886, 42156), "test": (42156, 52696)}, True)
     # ILI, 966 rows: 772, then int(675.5) = 675
