@@ -4,9 +4,10 @@ Forecasting Methods", PVLDB 2024), under which DUET, PDF, Pathformer and the Ope
 Read from decisionintelligence/TFB: config/rolling_forecast_config.json and
 ts_benchmark/evaluation/strategy/rolling_forecast.py (`_get_split_lens`, `_get_index`), ts_benchmark/baselines/utils.py
 (`train_val_split`):
-- the series is the file's first `length` rows of FORECAST_META.csv (TFB's dataset archive): the whole file, but
-  for ETT, where TFB keeps the first 20 months as the field does (14400 hourly, 57600 quarter-hourly rows; the
-  DUET maintainer in decisionintelligence/DUET issue 7: "the actual sequence length we use is 14,400");
+- the series is the file's first n rows, n being the `length` of FORECAST_META.csv (TFB's dataset archive): the
+  whole file, but for ETT, where TFB keeps the first 20 months as the field does (ETTh: 14400 rows; the DUET
+  maintainer in decisionintelligence/DUET issue 7: "the actual sequence length we use is 14,400"; ETTm: the same
+  20 months, 57600 rows, by that convention, their META rows not seen here);
 - its first int(0.8 n) rows train and validate (tv_ratio), the rest is the test;
 - of those, the first int(tv x r) rows train and the rest validate, r = 0.75 for ETT, PEMS, Solar and the AQ data
   (6:2:2) and 0.875 otherwise (7:1:2);
