@@ -408,6 +408,9 @@ def _check_distribution(draft) -> None:
              "--cpu_offload keeps FSDP's shards in host memory while a GPU computes: a CPU run holds everything "
              "there already")
     _require(not (draft.fsdp and draft.zero), "--fsdp shards the optimizer state already: drop --zero")
+    _require(draft.amp_dtype is None or draft.use_amp, "--amp_dtype chooses --use_amp's precision: add --use_amp")
+    _require(not (draft.fsdp and draft.amp_dtype == "fp16"),
+             "--fsdp gathers parameters in bf16 and keeps no loss scale for fp16: drop --amp_dtype fp16")
     _require(not (draft.fsdp and draft.compile), "--fsdp with --compile is not supported: drop one of them")
     _require(not (draft.fsdp and draft.find_unused_parameters),
              "--fsdp needs every rank to use every parameter in each step: drop --find_unused_parameters "

@@ -21,6 +21,7 @@ import typing
 
 import models
 from data_provider import datasets
+from exp.parallel import AMP_DTYPES
 from utils import cli, losses, metrics, trackers
 from utils.schedules import LR_SCALES
 
@@ -218,6 +219,9 @@ def _optimisation_flags(f: _Flags) -> None:
           help="early-stopping patience in epochs (with --train_steps: in validations)")
     f.add("training", "--use_amp", action="store_true",
           help="mixed precision: bf16 autocast (fp16 + GradScaler on CUDA); slow on CPUs without bf16")
+    f.add("training", "--amp_dtype", later=True, default=None, choices=AMP_DTYPES,
+          help="with --use_amp: autocast to fp16 (its gradients scaled by a GradScaler) or bf16 (fp32's range, no "
+               "scaling) instead of the device's default (fp16 on CUDA, bf16 on CPU and under --fsdp)")
     f.add("runtime", "--find_unused_parameters", action="store_true",
           help="DDP: for models whose forward leaves some parameters unused")
     f.add("training", "--accum_steps", type=int, default=1,
@@ -349,6 +353,18 @@ def model_hparams(args) -> dict:
     declared = models.hyperparameter_fields(models.model_class(args.model))
     return {f.name: f.default if getattr(args, f.name) is None and f.default is not None else getattr(args, f.name)
             for f in declared}
+
+
+def hyperparameter_flags(values: dict) -> list:
+    """run.py flags setting a model's hyper-parameters to `values` (a boolean as --name / --no-name; None: left out,
+    the model's own default)."""
+    flags = []
+    for key, value in values.items():
+        if isinstance(value, bool):
+            flags.append(f"--{key}" if value else f"--no-{key}")
+        elif value is not None:
+            flags += [f"--{key}", str(value)]
+    return flags
 
 
 def reference_markdown() -> str:

@@ -35,9 +35,14 @@ class RunningModel:
         return self.model.module if isinstance(self.model, DDP) else self.model
 
 
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}  # --amp_dtype
+
+
 def amp_dtype(config, device: torch.device) -> torch.dtype:
-    """fp16 needs loss scaling; bf16 (used on CPU, and for sharded states, whose loss scale every shard would have
-    to agree on) keeps fp32's range and does not."""
+    """--amp_dtype, else the device's default. fp16 needs loss scaling; bf16 (used on CPU, and for sharded states,
+    whose loss scale every shard would have to agree on) keeps fp32's range and does not."""
+    if config.amp_dtype is not None:
+        return AMP_DTYPES[config.amp_dtype]
     return torch.float16 if device.type == "cuda" and not config.fsdp else torch.bfloat16
 
 

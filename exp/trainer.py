@@ -207,6 +207,12 @@ class Trainer:
         states = all_gather_floats(fsdp.state_mb(self.running.model, self.state.optimizer), self.env.device)
         log.info("peak memory (RSS) per rank: %s MB | parameters + optimizer state per rank: %s MB",
                  ", ".join(f"{p:.0f}" for p in peaks), ", ".join(f"{m:.2f}" for m in states))
+        if self.env.device.type == "cuda":
+            gpu_peaks = all_gather_floats(torch.cuda.max_memory_allocated(self.env.device) / 2 ** 20, self.env.device)
+            on_gpu = all_gather_floats(fsdp.state_mb(self.running.model, self.state.optimizer, "cuda"),
+                                       self.env.device)
+            log.info("peak GPU memory per rank: %s MB | parameters + optimizer state on the GPU per rank: %s MB",
+                     ", ".join(f"{p:.0f}" for p in gpu_peaks), ", ".join(f"{m:.2f}" for m in on_gpu))
         barrier()  # the best checkpoint is on disk before any rank reads it
         load_weights(self.running, self.plan.best_path, self.env.device)
         return {**self.steps.summary(self.state.history, self.state.stopper.best_epoch), "peak_rss_mb": max(peaks),

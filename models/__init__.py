@@ -111,6 +111,12 @@ def later_hyperparameters(name: str) -> dict:
     return {f.name: f.default for f in hyperparameter_fields(model_class(name)) if f.metadata["later"]}
 
 
+def tiny_hyperparameters(name: str) -> dict:
+    """Every hyper-parameter of models/<name>.py at its small value (hparam's tiny): the contract test's model, and
+    any check that only needs the model to run."""
+    return {f.name: f.metadata["tiny"] for f in hyperparameter_fields(model_class(name))}
+
+
 def hyperparameters(name: str) -> tuple:
     """Names of the hyper-parameters models/<name>.py declares."""
     return tuple(f.name for f in hyperparameter_fields(model_class(name)))

@@ -111,12 +111,14 @@ def _renumbered(state: dict, key: dict) -> dict:
             "param_groups": [{**group, "params": [key[k] for k in group["params"]]} for group in state["param_groups"]]}
 
 
-def state_mb(model: nn.Module, optimizer: torch.optim.Optimizer) -> float:
+def state_mb(model: nn.Module, optimizer: torch.optim.Optimizer, device_type: str | None = None) -> float:
     """MB of parameters and optimizer state this rank holds: its shards under FSDP, its share of the optimizer
-    state under --zero, everything otherwise."""
+    state under --zero, everything otherwise; with device_type, only what is on devices of that type (what
+    --cpu_offload leaves on the GPU)."""
     def local(t: torch.Tensor) -> torch.Tensor:
         return t.to_local() if hasattr(t, "to_local") else t  # a DTensor's own shard
     own = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer steps a local optimizer
     tensors = [local(p) for p in model.parameters()]
     tensors += [local(v) for s in own.state.values() for v in s.values() if torch.is_tensor(v)]
-    return sum(t.numel() * t.element_size() for t in tensors) / 2 ** 20
+    return sum(t.numel() * t.element_size() for t in tensors
+               if device_type is None or t.device.type == device_type) / 2 ** 20

@@ -59,7 +59,14 @@ MODELS = {
     "amplifier": ["--model", "amplifier", "--hidden_size", "64", "--learning_rate", "0.02"],
     "softs": ["--model", "softs", "--d_model", "256", "--d_core", "256", "--d_ff", "256", "--e_layers", "1",
               "--use_norm", "--learning_rate", "0.0003"],
+    # measured by gpu_check.py only (issue 49): their ETTh1 scripts' settings, Timer-XL's lookback 672 in one shot
+    "itransformer": ["--model", "itransformer", "--e_layers", "2", "--d_model", "256", "--d_ff", "256", "--n_heads",
+                     "8", "--dropout", "0.1", "--activation", "gelu", "--use_norm"],
+    "timer_xl": ["--model", "timer_xl", "--seq_len", "672", "--input_token_len", "96", "--e_layers", "1", "--d_model",
+                 "1024", "--d_ff", "2048", "--n_heads", "8", "--dropout", "0.1", "--use_norm", "--attention_form",
+                 "openltm"],
 }
+MEASURED = ("dlinear", "patchtst", "sparsetsf", "autoformer", "amplifier", "softs")  # by this script, by default
 
 
 def sync(device: torch.device) -> None:
@@ -333,7 +340,7 @@ def main(argv=None) -> None:
                    help="skip the DDP-path and --use_amp/--compile measurements (hundreds of steps each)")
     p.add_argument("--rounds", type=cli.at_least(1), default=None,
                    help="paired rounds of the four measurements (default: 100 for DLinear, 1 for the others)")
-    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), help="which models to measure")
+    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MEASURED), help="which models to measure")
     a = p.parse_args(argv)
     applied = prepare_training_process()  # as run.py does
     malloc = "fixed thresholds" if applied["malloc"] else "left as the environment sets it"

@@ -52,6 +52,13 @@ BAD_INPUT = [
     ("scripts.benchmark.fsdp_memory", ["--configs", "ddp,lora"], "--configs lora and fsdp_lora fine-tune a published"),
     ("scripts.benchmark.foundation", ["--models", "chronos_bolt,moirai"], "--models chronos_bolt,moirai: choose among"),
     ("scripts.benchmark.foundation", ["--windows", "0"], "--windows must be >= 1, got 0"),
+    ("scripts.benchmark.gpu_check", ["--out", "{out}", "--device", "cpu", "--parts", "models,fdsp"],
+     "--parts fdsp: the parts are models, throughput, fsdp"),
+    ("scripts.benchmark.gpu_check", ["--out", "{out}", "--device", "cpu", "--models", "dlinear,dlinaer"],
+     "dlinaer: unknown model"),
+    ("scripts.benchmark.gpu_check", ["--out", "{out}", "--device", "cpu", "--precisions", "fp8"],
+     "--precisions fp8: the precisions are fp32, fp16, bf16"),
+    ("scripts.benchmark.gpu_check", ["--out", "{out}", "--tslib", "{missing}"], "no such folder"),
 ]
 
 

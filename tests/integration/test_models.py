@@ -4,18 +4,12 @@ import torch
 
 import models
 import run
-from tests.unit.test_models import tiny_hparams
+from exp.flags import hyperparameter_flags
 
 
 def tiny_flags(name) -> list:
     """run.py flags setting every hyper-parameter of the model to its tiny value."""
-    flags = []
-    for key, value in tiny_hparams(name).items():
-        if isinstance(value, bool):
-            flags += [f"--{key}" if value else f"--no-{key}"]
-        elif value is not None:
-            flags += [f"--{key}", str(value)]
-    return flags
+    return hyperparameter_flags(models.tiny_hyperparameters(name))
 
 
 @pytest.mark.parametrize("name", models.NAMES)

@@ -1,5 +1,6 @@
 """The benchmark scripts run: they call the training loop's internals, which a refactor can move from under them
 (the throughput benchmark's `ours` called a method that training by steps had removed, and nothing failed)."""
+import os
 import re
 import subprocess
 import sys
@@ -70,3 +71,50 @@ def test_the_probabilistic_benchmark_times_a_quantile_head_and_the_metrics_again
     assert re.search(r"train 2 steps: point model [\d.]+ s, quantile head [\d.]+ s \(x[\d.]+\)", out.stdout)
     for run in ("point run test", "quantile run test"):
         assert re.search(rf"{run}: point metrics [\d.]+ s, every metric [\d.]+ s \(x[\d.]+\)", out.stdout)
+
+
+FAKE_TSLIB = '''import sys
+flags = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+assert flags["--data"] == "ETTh1" and flags["--train_epochs"] == "1" and "--no_use_gpu" in sys.argv, sys.argv
+if flags["--model"] == "PatchTST":
+    assert (flags["--d_model"], flags["--d_ff"], flags["--e_layers"], flags["--n_heads"]) == ("512", "2048", "1", "2")
+print("Epoch: 1 cost time: 2.0")
+'''
+
+
+def test_the_gpu_check_runs_every_part_on_the_cpu_and_writes_its_json_and_table(tmp_path):
+    """The GPU check's own run in the suite (issue 49): --device cpu, tiny sizes; TSLib's loop is a stand-in that
+    checks the flags it is given and reports an epoch of 2 s."""
+    import json
+    tslib = tmp_path / "tslib"
+    tslib.mkdir()
+    (tslib / "run.py").write_text(FAKE_TSLIB)
+    out = subprocess.run([sys.executable, "-m", "scripts.benchmark.gpu_check", "--out", str(tmp_path / "out"),
+                          "--device", "cpu", "--tiny", "--models", "dlinear,timer_xl", "--compile_models", "dlinear",
+                          "--steps", "2", "--throughput_steps", "2", "--rounds", "1", "--fsdp_steps", "1",
+                          "--tslib", str(tslib), "--commit", "abc1234"],
+                         cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert found["machine"]["commit"] == "abc1234" and found["machine"]["device_type"] == "cpu"
+    runs = {(r["model"], r["precision"]): r for r in found["models"]}
+    assert set(runs) == {(m, p) for m in ("dlinear", "timer_xl") for p in ("fp32", "fp16", "bf16")} | \
+        {("dlinear", "compile")}
+    for key, r in runs.items():
+        assert r["status"] == "ok" and r["step_ms"] > 0 and r["test_mse"] > 0, (key, r)
+    assert runs["dlinear", "fp16"]["test_mse"] != runs["dlinear", "fp32"]["test_mse"], "fp16 autocast was applied"
+    speed = {r["model"]: r for r in found["throughput"]}
+    assert set(speed) == {"dlinear", "patchtst", "itransformer", "timer_xl", "autoformer"}
+    assert all(r["status"] == "ok" and r["ours_windows_s"] > 0 and r["limit_windows_s"] > 0 for r in speed.values())
+    windows = 8449  # ETTh1's training windows at lookback 96 and horizon 96
+    assert speed["dlinear"]["tslib_windows_s"] == pytest.approx(windows / 2.0)
+    assert "tslib_windows_s" not in speed["timer_xl"], "TSLib has no Timer-XL"
+    sharded = {r["configuration"]: r for r in found["fsdp"]}
+    for config in ("plain", "fsdp", "fsdp_ac"):
+        assert sharded[config]["status"] == "ok", sharded[config]
+        assert sharded[config]["plain_test_mse"] == pytest.approx(sharded[config]["test_mse"], rel=1e-4)
+    assert sharded["fsdp_offload"]["status"] == "skipped: --cpu_offload needs CUDA"
+    assert found["goals"]["amp_every_model_finite"] is True
+    table = (tmp_path / "out" / "gpu_check.md").read_text()
+    assert "commit abc1234" in table and "| dlinear | compile |" in table and "## Goals" in table

@@ -89,6 +89,7 @@ def test_test_dir_adopts_a_hyperparameter_added_later_at_the_value_its_checkpoin
 # A flag added later, and a value off its default; a new one is added here too (the test checks that it is)
 LATER = {"val_windows": ["--val_windows", "20"], "train_steps": ["--train_steps", "30"],
          "val_every": ["--train_steps", "30", "--val_every", "10"], "fsdp": ["--ddp", "--fsdp"],
+         "amp_dtype": ["--use_amp", "--amp_dtype", "fp16"],
          "date_format": ["--date_format", "%Y-%m-%d"], "dayfirst": ["--dayfirst"],
          "fill_missing": ["--fill_missing", "ffill"], "loss": ["--loss", "mae"], "protocol": ["--protocol", "tfb"],
          "quantiles": ["--quantiles", "0.1,0.5,0.9"],

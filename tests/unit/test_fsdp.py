@@ -63,3 +63,25 @@ def test_shard_puts_each_block_and_the_root_under_fsdp_gathering_in_bf16(one_ran
     assert seen == [(torch.bfloat16, torch.bfloat16)] and out.dtype == torch.bfloat16
     toy.reshard()  # the root keeps its parameters gathered after forward, for the backward that usually follows
     assert all(p.dtype == torch.float32 for p in toy.parameters())  # the shards the optimizer updates
+
+
+def test_state_mb_counts_parameters_and_optimizer_state_and_only_a_device_types_when_asked():
+    model = nn.Linear(256, 256)  # 65,792 float32 parameters
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 256)).sum().backward()
+    optimizer.step()  # two moments per parameter (and a step count per tensor)
+    params_mb = 65_792 * 4 / 2 ** 20
+    assert fsdp.state_mb(model, optimizer) == pytest.approx(3 * params_mb, rel=1e-3)
+    assert fsdp.state_mb(model, optimizer, "cpu") == fsdp.state_mb(model, optimizer)
+    assert fsdp.state_mb(model, optimizer, "cuda") == 0, "what --cpu_offload leaves on the GPU: here, nothing"
+
+
+@pytest.mark.parametrize("device, fsdp_run, chosen, expected", [
+    ("cuda", False, None, torch.float16), ("cpu", False, None, torch.bfloat16), ("cuda", True, None, torch.bfloat16),
+    ("cuda", False, "bf16", torch.bfloat16), ("cpu", False, "fp16", torch.float16),
+    ("cuda", True, "bf16", torch.bfloat16)])
+def test_amp_dtype_is_the_chosen_one_else_the_devices_default(device, fsdp_run, chosen, expected):
+    from types import SimpleNamespace
+
+    from exp.parallel import amp_dtype
+    assert amp_dtype(SimpleNamespace(amp_dtype=chosen, fsdp=fsdp_run), torch.device(device)) == expected

@@ -34,6 +34,7 @@ def test_every_flag_has_a_role_and_only_result_changing_flags_change_the_identit
     for other in (["--moving_avg", "5"], ["--use_norm"], ["--individual"], ["--lradj", "constant"],
                   ["--accum_steps", "2"], ["--train_epochs", "3"], ["--learning_rate", "0.01"],
                   ["--batch_size", "8"], ["--target", "cov0"], ["--univariate"], ["--use_amp"],
+                  ["--use_amp", "--amp_dtype", "fp16"],
                   ["--val_windows", "20"], ["--train_steps", "30"], ["--train_steps", "30", "--val_every", "10"]):
         changed = _identity(tiny_args + DLINEAR + other)
         assert changed.config_id != base.config_id and changed.setting != base.setting, other

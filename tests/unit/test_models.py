@@ -11,10 +11,6 @@ TASK = {"seq_len": 32, "input_token_len": 8, "output_token_len": 8, "n_marks": 4
 N_MARKS = TASK["n_marks"]
 
 
-def tiny_hparams(name) -> dict:
-    return {f.name: f.metadata["tiny"] for f in models.hyperparameter_fields(models.model_class(name))}
-
-
 def modes(name):
     """(nonautoregressive, covariate) pairs the model declares."""
     caps = models.capabilities(name)
@@ -29,7 +25,7 @@ def modes(name):
 def build(name, channels, nonautoregressive, covariate=False, **task):
     torch.manual_seed(0)
     return models.build(name, {**TASK, "enc_in": channels, "covariate": covariate,
-                               "nonautoregressive": nonautoregressive, **task}, tiny_hparams(name))
+                               "nonautoregressive": nonautoregressive, **task}, models.tiny_hyperparameters(name))
 
 
 def inputs(name, batch, channels):
@@ -198,7 +194,7 @@ def test_help_shows_each_default_once():
 
 def test_patchtst_takes_a_patch_longer_than_its_window_while_the_end_padding_makes_it_fit():
     """TSLib's PatchTST on M4 Yearly: 12 points, patches of 16 every 8; the window padded by 8 holds one patch."""
-    hparams = {**tiny_hparams("patchtst"), "patch_len": 16, "stride": 8}
+    hparams = {**models.tiny_hyperparameters("patchtst"), "patch_len": 16, "stride": 8}
     task = {**TASK, "seq_len": 12, "enc_in": 1, "covariate": False, "nonautoregressive": True}
     model = models.build("patchtst", task, hparams)
     assert model.position.shape[0] == 1

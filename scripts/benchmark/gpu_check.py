@@ -1,0 +1,416 @@
+"""The CUDA path checked in one command: every model trained in fp32, fp16 + GradScaler and bf16 (and compiled),
+throughput against the model-only limit and Time-Series-Library's own loop, FSDP with CPU offload and activation
+checkpointing; one JSON and one markdown table, with the GPU's name and the commit.
+
+    python -m scripts.benchmark.gpu_check --out DIR [--tslib DIR] [--commit SHA]        # one GPU, about 8 minutes
+    python -m scripts.benchmark.gpu_check --out DIR --device cpu --tiny --models dlinear  # the suite's check
+
+Parts (--parts; each configuration that fails is recorded with its error line, and the check goes on):
+  models      every registered model (--models) trained --steps optimizer steps then as many again (the step time
+              is the second half's), validated and tested on --windows windows, at batch --batch_size: in fp32, with
+              --use_amp --amp_dtype fp16 (GradScaler) and with --use_amp --amp_dtype bf16; --compile_models also
+              compiled (fp32). Each model at its own default hyper-parameters (--tiny: its contract-test values),
+              lookback 192, tokens and horizon 96, direct where it can be, in this process: step time, peak GPU
+              memory, the last training loss and the test MSE, both finite or the row fails.
+  throughput  DLinear, PatchTST, iTransformer, Timer-XL and Autoformer (an encoder-decoder) at the settings of
+              scripts/benchmark/throughput.py on ETTh1-shaped data: training windows/s of our loop over an epoch
+              and of the model-only limit (one pre-built batch), the better of --rounds rounds; with --tslib, TSLib's
+              run.py for one epoch of the models it has, same settings and data, its own "cost time".
+  fsdp        a 100M-parameter Timer-XL (--tiny: a small one), one rank under torchrun: plain, --fsdp, + --cpu_offload,
+              + --activation_checkpointing, both (offload on CUDA only), 2 x --fsdp_steps steps: peak GPU memory, the
+              parameters + optimizer state left on the GPU, seconds per step of the second half; each checkpoint then
+              tested by a plain run.py, whose MSE must equal the sharded run's.
+The data: an ETTh1-shaped CSV written under --out (17420 hourly rows, 7 channels; ETTh1's split). Rows are written
+after each configuration: a run stopped at its time limit leaves what it measured. The goals of issue 49 are read
+off the table at the end. Numbers only, beyond that: a failed row does not fail the command.
+"""
+import argparse
+import contextlib
+import csv
+import gc
+import io
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import models  # noqa: E402
+import run  # noqa: E402
+from data_provider import synthetic  # noqa: E402
+from exp.flags import hyperparameter_flags  # noqa: E402
+from scripts.benchmark import throughput  # noqa: E402
+from scripts.benchmark.fsdp_memory import MODEL as TIMER_XL_100M  # noqa: E402
+from scripts.benchmark.launch import peak_rss  # noqa: E402
+from scripts.sweep import torchrun_command  # noqa: E402
+from utils import cli  # noqa: E402
+from utils.errors import ConfigError  # noqa: E402
+
+PARTS = ("models", "throughput", "fsdp")
+PRECISIONS = {"fp32": [], "fp16": ["--use_amp", "--amp_dtype", "fp16"], "bf16": ["--use_amp", "--amp_dtype", "bf16"],
+              "compile": ["--compile"]}
+COMPILED = "dlinear,patchtst,timer_xl"
+THROUGHPUT = ("dlinear", "patchtst", "itransformer", "timer_xl", "autoformer")
+TSLIB_NAMES = {"dlinear": "DLinear", "patchtst": "PatchTST", "itransformer": "iTransformer", "autoformer": "Autoformer"}
+FSDP = {"plain": [], "fsdp": ["--fsdp"], "fsdp_offload": ["--fsdp", "--cpu_offload"],
+        "fsdp_ac": ["--fsdp", "--activation_checkpointing"],
+        "fsdp_offload_ac": ["--fsdp", "--cpu_offload", "--activation_checkpointing"]}
+TINY = {"throughput": ["--d_model", "16", "--d_ff", "32", "--e_layers", "1", "--d_layers", "1", "--n_heads", "2",
+                       "--seq_len", "96", "--input_token_len", "48"],
+        "fsdp": ["--d_model", "32", "--d_ff", "64", "--e_layers", "2", "--n_heads", "2", "--seq_len", "192",
+                 "--input_token_len", "96", "--output_token_len", "96"]}
+ETTH1_ROWS, ETTH1_CHANNELS = 17420, 7
+TSLIB_RUN = os.path.join(HERE, "scripts", "benchmark", "tslib_run.py")
+
+
+def etth1_shaped(folder: str) -> str:
+    """A generated CSV of ETTh1's length and width, as <folder>/ETT-small/ETTh1.csv (so --data ETTh1 splits it as
+    ETTh1): the folder of the data root."""
+    path = os.path.join(folder, "ETT-small", "ETTh1.csv")
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        synthetic.write_csv(synthetic.generate(length=ETTH1_ROWS, n_covariates=ETTH1_CHANNELS - 1, seed=0), path)
+    return folder
+
+
+class Report:
+    """The rows measured so far, written to DIR/gpu_check.json and DIR/gpu_check.md after each one."""
+
+    def __init__(self, folder: str, machine: dict):
+        self.folder, self.machine, self.rows = folder, machine, {part: [] for part in PARTS}
+        self.last = time.perf_counter()
+
+    def add(self, part: str, row: dict) -> None:
+        now = time.perf_counter()
+        row["seconds"], self.last = now - self.last, now  # the configuration's wall time, start-up included
+        self.rows[part].append(row)
+        logline = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+        print(f"[{part}] {logline}", flush=True)
+        with open(os.path.join(self.folder, "gpu_check.json"), "w") as f:
+            json.dump({"machine": self.machine, **self.rows, "goals": goals(self.rows)}, f, indent=1)
+        with open(os.path.join(self.folder, "gpu_check.md"), "w") as f:
+            f.write(markdown(self.machine, self.rows))
+
+
+def machine_facts(device: torch.device, commit: str) -> dict:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"device": name, "device_type": device.type, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def current_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def failure(e: BaseException) -> str:
+    """One line for a failed configuration."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def reset_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gpu_mb(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else None
+
+
+# ---- part 1: every model, every precision --------------------------------------------------------------------
+def model_run_flags(name: str, a, data_root: str, folder: str) -> list:
+    caps = models.capabilities(name)
+    sizes = hyperparameter_flags(models.tiny_hyperparameters(name)) if a.tiny else []
+    lengths = ["--seq_len", "48", "--input_token_len", "16", "--output_token_len", "16", "--label_len", "16"] \
+        if a.tiny else ["--seq_len", "192", "--input_token_len", "96", "--output_token_len", "96", "--label_len", "48"]
+    return ["--model", name, "--data", "ETTh1", "--root_path", os.path.join(data_root, "ETT-small"), *lengths,
+            *(["--nonautoregressive"] if caps.direct else []), "--batch_size", str(a.batch_size),
+            "--train_steps", str(2 * a.steps), "--val_every", str(a.steps), "--patience", "9", "--lradj", "constant",
+            *(x for flag in ("--val_windows", "--val_windows_end", "--test_windows") for x in (flag, str(a.windows))),
+            "--device", a.device,
+            "--checkpoints", os.path.join(folder, "checkpoints"), "--results_dir", os.path.join(folder, "results"),
+            *sizes]
+
+
+def check_model(name: str, precision: str, a, data_root: str, folder: str) -> dict:
+    device = torch.device(a.device)
+    row = {"model": name, "precision": precision}
+    reset_memory(device)
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(log):
+            (result,) = run.main(model_run_flags(name, a, data_root, folder) + PRECISIONS[precision]
+                                 + ["--des", precision])
+        history, metrics = result["history"], result["metrics"]
+        row.update(step_ms=history[-1]["train_seconds"] / a.steps * 1e3, peak_gpu_mb=peak_gpu_mb(device),
+                   train_loss=history[-1]["train_loss"], test_mse=metrics["mse"])
+        finite = math.isfinite(row["train_loss"]) and math.isfinite(row["test_mse"])
+        row["status"] = "ok" if finite else "non-finite"
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure is a finding; the check goes on
+        row["status"] = failure(e)
+        if device.type == "cuda":
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize(device)
+    return row
+
+
+def models_part(report: Report, a, data_root: str, folder: str) -> None:
+    for name in a.models:
+        for precision in (*a.precisions, *(["compile"] if name in a.compile_models else [])):
+            report.add("models", check_model(name, precision, a, data_root, folder))
+
+
+# ---- part 2: throughput ------------------------------------------------------------------------------------
+def tslib_command(name: str, data_root: str, device: torch.device, python: str = sys.executable) -> list:
+    """TSLib's run.py (through tslib_run.py, in its checkout) training `name` one epoch at throughput.py's settings
+    on <data_root>/ETT-small/ETTh1.csv, on the GPU unless device is the CPU."""
+    ours = throughput.MODELS[name]
+    settings = {flag: value for flag, value in zip(ours, ours[1:])
+                if flag.startswith("--") and not value.startswith("--")}
+    shared = ("--learning_rate", "--d_model", "--d_ff", "--e_layers", "--d_layers", "--n_heads", "--factor",
+              "--dropout", "--label_len", "--seq_len")
+    common = dict(zip(throughput.COMMON[::2], throughput.COMMON[1::2]))
+    flags = {"--task_name": "long_term_forecast", "--is_training": "1", "--model_id": f"gpu_check_{name}",
+             "--model": TSLIB_NAMES[name], "--data": "ETTh1", "--root_path": os.path.join(data_root, "ETT-small") + "/",
+             "--data_path": "ETTh1.csv", "--features": "M", "--seq_len": common["--seq_len"], "--label_len": "48",
+             "--pred_len": common["--output_token_len"], "--enc_in": str(ETTH1_CHANNELS),
+             "--dec_in": str(ETTH1_CHANNELS), "--c_out": str(ETTH1_CHANNELS), "--batch_size": common["--batch_size"],
+             "--train_epochs": "1", "--itr": "1", "--des": "gpu_check",
+             **{k: v for k, v in settings.items() if k in shared}}
+    return [python, "-u", TSLIB_RUN, *(x for kv in flags.items() for x in kv),
+            *(["--gpu", "0"] if device.type == "cuda" else ["--no_use_gpu"])]
+
+
+def tslib_epoch_seconds(output: str) -> float:
+    """TSLib's own timing of its first training epoch ("Epoch: 1 cost time: 12.3")."""
+    found = re.search(r"Epoch: 1 cost time: ([\d.]+)", output)
+    if not found:
+        raise RuntimeError(cli.error_line(output, "TSLib printed no epoch time"))
+    return float(found.group(1))
+
+
+def tslib_windows_per_second(name: str, a, data_root: str, windows: int) -> float:
+    """TSLib's training windows/s in a copy of the checkout (it writes checkpoints and results where it runs)."""
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory() as work:
+        shutil.copytree(a.tslib, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "dataset"))
+        proc = subprocess.run(tslib_command(name, data_root, torch.device(a.device), a.tslib_python), cwd=work,
+                              capture_output=True, text=True)
+    return windows / tslib_epoch_seconds(proc.stdout + proc.stderr)
+
+
+def measure_throughput(name: str, a, data_root: str) -> dict:
+    device = torch.device(a.device)
+    row = {"model": name}
+    reset_memory(device)
+    try:
+        exp, args = throughput.make_exp(name, data_root, device, TINY["throughput"] if a.tiny else ())
+        loader = throughput.limited(exp.trainer.loader, a.throughput_steps)
+        windows, n_steps = len(loader.order), -(-len(loader.order) // args.batch_size)
+        rounds = throughput.rounds_of(a.rounds, lambda: throughput.ours(exp, a.throughput_steps)[0],
+                                      lambda: throughput.model_only(exp, n_steps))
+        ours_s, limit_s = throughput.minima(rounds)
+        row.update(windows=windows, ours_windows_s=windows / ours_s, limit_windows_s=windows / limit_s,
+                   ours_over_limit=ours_s / limit_s, peak_gpu_mb=peak_gpu_mb(device))
+        if a.tslib and name in TSLIB_NAMES:
+            if a.throughput_steps is not None:  # TSLib trains a whole epoch
+                ours_s, _ = throughput.ours(exp, None)
+            row["ours_epoch_windows_s"] = len(exp.trainer.loader.order) / ours_s
+            # TSLib's loader keeps the last, incomplete batch: every training window
+            row["tslib_windows_s"] = tslib_windows_per_second(name, a, data_root, len(exp.data.datasets["train"]))
+            row["ours_over_tslib"] = row["ours_epoch_windows_s"] / row["tslib_windows_s"]
+        row["status"] = "ok"
+    except (Exception, SystemExit) as e:  # noqa: BLE001
+        row["status"] = failure(e)
+    return row
+
+
+def throughput_part(report: Report, a, data_root: str) -> None:
+    for name in THROUGHPUT:
+        report.add("throughput", measure_throughput(name, a, data_root))
+
+
+# ---- part 3: FSDP ------------------------------------------------------------------------------------------
+def fsdp_flags(a, data_root: str, folder: str, config: str) -> list:
+    return ["--model", "timer_xl", *(TINY["fsdp"] if a.tiny else TIMER_XL_100M), "--data", "ETTh1", "--root_path",
+            os.path.join(data_root, "ETT-small"), "--batch_size", "8", "--lradj", "constant",
+            "--val_windows", "8", "--val_windows_end", "8", "--test_windows", "64", "--des", config,
+            "--device", a.device, "--checkpoints", os.path.join(folder, "fsdp_checkpoints"),
+            "--results_dir", os.path.join(folder, "fsdp_results")]
+
+
+def launched(cmd: list) -> str:
+    """A run.py process's log; its failure raises with its error line."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode:
+        raise RuntimeError(cli.error_line(proc.stderr, f"exit code {proc.returncode}"))
+    return proc.stderr
+
+
+def logged(pattern: str, log: str, convert=float):
+    found = re.search(pattern, log)
+    return convert(found.group(1)) if found else None
+
+
+def test_mse(log: str) -> float:
+    return logged(r"test \(\d+ windows, horizon \d+\): mse ([-\d.e+]+)", log)
+
+
+def measure_fsdp(config: str, a, data_root: str, folder: str) -> dict:
+    row = {"configuration": config}
+    if "--cpu_offload" in FSDP[config] and a.device != "cuda":
+        row["status"] = "skipped: --cpu_offload needs CUDA"
+        return row
+    try:
+        flags = fsdp_flags(a, data_root, folder, config)
+        log = launched(torchrun_command(1, [os.path.join(HERE, "run.py"), "--ddp", *FSDP[config], *flags,
+                                            "--train_steps", str(2 * a.fsdp_steps), "--val_every", str(a.fsdp_steps)]))
+        run_folder = os.path.basename(os.path.dirname(logged(r"\| checkpoint (\S+)", log, str)))
+        with open(os.path.join(folder, "fsdp_results", run_folder, "history.csv")) as f:
+            second_half = list(csv.DictReader(f))[-1]
+        row.update(parameters=logged(r"(\d+) parameters, \d+ trainable", log, int),
+                   peak_rss_mb=float(peak_rss(log)), s_per_step=float(second_half["train_seconds"]) / a.fsdp_steps,
+                   state_mb=logged(r"parameters \+ optimizer state per rank: ([\d.]+) MB", log),
+                   peak_gpu_mb=logged(r"peak GPU memory per rank: ([\d.]+) MB", log),
+                   state_on_gpu_mb=logged(r"parameters \+ optimizer state on the GPU per rank: ([\d.]+) MB", log),
+                   test_mse=test_mse(log))
+        plain = launched([sys.executable, os.path.join(HERE, "run.py"), *flags, "--is_training", "0",
+                          "--test_dir", run_folder])
+        row["plain_test_mse"] = test_mse(plain)
+        same = math.isclose(row["plain_test_mse"], row["test_mse"], rel_tol=1e-4)
+        row["status"] = "ok" if same else "the plain run's test differs"
+    except (Exception, SystemExit) as e:  # noqa: BLE001
+        row["status"] = failure(e)
+    return row
+
+
+def fsdp_part(report: Report, a, data_root: str, folder: str) -> None:
+    for config in FSDP:
+        report.add("fsdp", measure_fsdp(config, a, data_root, folder))
+
+
+# ---- the goals, the table ------------------------------------------------------------------------------------
+def goals(rows: dict) -> dict:
+    """Issue 49's goals read off the rows measured (None: not measured)."""
+    found = {}
+    model_rows = rows["models"]
+    if model_rows:
+        amp = [r for r in model_rows if r["precision"] in ("fp16", "bf16")]
+        found["amp_every_model_finite"] = all(r["status"] == "ok" for r in amp)
+        eager = {r["model"]: r.get("step_ms") for r in model_rows if r["precision"] == "fp32"}
+        compiled = [(eager.get(r["model"]), r.get("step_ms")) for r in model_rows if r["precision"] == "compile"]
+        if compiled:
+            found["compile_never_slower"] = all(e is not None and c is not None and c <= e for e, c in compiled)
+    speed = [r for r in rows["throughput"] if r["status"] == "ok"]
+    if speed:
+        found["within_10pct_of_limit"] = all(r["ours_over_limit"] <= 1.10 for r in speed)
+        versus = [r["ours_over_tslib"] for r in speed
+                  if r["model"] in ("dlinear", "patchtst") and "ours_over_tslib" in r]
+        if versus:
+            found["2x_tslib_dlinear_patchtst"] = all(v >= 2 for v in versus)
+    by_config = {r["configuration"]: r for r in rows["fsdp"] if r["status"] == "ok"}
+    if "plain" in by_config and "fsdp_offload" in by_config:
+        found["offload_state_on_gpu_le_20pct"] = \
+            by_config["fsdp_offload"]["state_on_gpu_mb"] <= 0.2 * by_config["plain"]["state_on_gpu_mb"]
+    return found
+
+
+def cell(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def table(rows: list, columns: list) -> list:
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + \
+        ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+
+
+def markdown(machine: dict, rows: dict) -> str:
+    lines = [f"# GPU check: {machine['device']}", "",
+             f"torch {machine['torch']} (CUDA {machine['cuda']}), commit {machine['commit']}, {machine['date']}", ""]
+    if rows["models"]:
+        lines += ["## Every model: one short run per precision", ""]
+        lines += table(rows["models"], ["model", "precision", "step_ms", "peak_gpu_mb", "train_loss", "test_mse",
+                                        "seconds", "status"]) + [""]
+    if rows["throughput"]:
+        lines += ["## Training throughput (windows/s)", ""]
+        lines += table(rows["throughput"], ["model", "ours_windows_s", "limit_windows_s", "ours_over_limit",
+                                            "tslib_windows_s", "ours_over_tslib", "peak_gpu_mb", "seconds",
+                                            "status"]) + [""]
+    if rows["fsdp"]:
+        lines += ["## FSDP, one rank", ""]
+        lines += table(rows["fsdp"], ["configuration", "parameters", "peak_gpu_mb", "state_on_gpu_mb", "state_mb",
+                                      "s_per_step", "test_mse", "plain_test_mse", "seconds", "status"]) + [""]
+    lines += ["## Goals", ""] + [f"- {goal}: {'met' if met else 'NOT met'}" for goal, met in goals(rows).items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="folder for gpu_check.json, gpu_check.md and the runs")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--tiny", action="store_true", help="every model at its contract-test size (a check of the script)")
+    p.add_argument("--parts", type=lambda s: s.split(","), default=list(PARTS), help=f"some of {','.join(PARTS)}")
+    p.add_argument("--models", type=lambda s: s.split(","), default=list(models.NAMES),
+                   help="the models part's models (default: every registered model)")
+    p.add_argument("--precisions", type=lambda s: s.split(","), default=["fp32", "fp16", "bf16"],
+                   help="models: the precisions every model trains in (default fp32,fp16,bf16)")
+    p.add_argument("--compile_models", type=lambda s: [m for m in s.split(",") if m], default=COMPILED.split(","),
+                   help=f"also trained under --compile (default {COMPILED}; '' for none)")
+    p.add_argument("--steps", type=cli.at_least(1), default=10, help="models: steps per half of a run")
+    p.add_argument("--batch_size", type=cli.at_least(1), default=32, help="models: windows per step")
+    p.add_argument("--windows", type=cli.at_least(1), default=64, help="models: validation and test windows")
+    p.add_argument("--throughput_steps", type=cli.at_least(1), default=None,
+                   help="throughput: steps per measurement (default: an epoch)")
+    p.add_argument("--rounds", type=cli.at_least(1), default=3, help="throughput: rounds, the best one kept")
+    p.add_argument("--fsdp_steps", type=cli.at_least(1), default=4, help="fsdp: optimizer steps per run")
+    p.add_argument("--tslib", type=cli.existing_folder, help="a Time-Series-Library checkout: its loop's throughput")
+    p.add_argument("--tslib_python", default=sys.executable, help="the Python with TSLib's requirements")
+    p.add_argument("--commit", default=None, help="the commit tested (default: git's HEAD here)")
+    a = p.parse_args(argv)
+    for part in a.parts:
+        if part not in PARTS:
+            raise ConfigError(f"--parts {part}: the parts are {', '.join(PARTS)}")
+    for precision in a.precisions:
+        if precision not in ("fp32", "fp16", "bf16"):
+            raise ConfigError(f"--precisions {precision}: the precisions are fp32, fp16, bf16")
+    for name in (*a.models, *a.compile_models):
+        if name not in models.NAMES:
+            raise ConfigError(f"--models/--compile_models {name}: unknown model; available: {', '.join(models.NAMES)}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no GPU is visible to torch (use --device cpu --tiny to check the script)")
+    os.makedirs(a.out, exist_ok=True)
+    folder = os.path.abspath(a.out)
+    data_root = etth1_shaped(os.path.join(folder, "data"))
+    report = Report(folder, machine_facts(torch.device(a.device), a.commit or current_commit()))
+    print(f"GPU check on {report.machine['device']}, torch {torch.__version__}, commit {report.machine['commit']}",
+          flush=True)
+    start = time.perf_counter()
+    if "models" in a.parts:
+        models_part(report, a, data_root, os.path.join(folder, "models"))
+    if "throughput" in a.parts:
+        throughput_part(report, a, data_root)
+    if "fsdp" in a.parts:
+        fsdp_part(report, a, data_root, folder)
+    print(markdown(report.machine, report.rows))
+    print(f"{time.perf_counter() - start:.0f} s; written to {folder}/gpu_check.json and gpu_check.md")
+
+
+if __name__ == "__main__":
+    cli.run(main)

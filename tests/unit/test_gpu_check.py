@@ -1,0 +1,51 @@
+"""The GPU check's pure parts: TSLib's command, its epoch time, and the goals read off a table of rows."""
+import pytest
+import torch
+
+from scripts.benchmark import gpu_check
+
+
+def test_tslibs_command_trains_one_epoch_with_our_throughput_settings():
+    cmd = gpu_check.tslib_command("patchtst", "/data", torch.device("cuda"), "python")
+    flags = dict(zip(cmd[3::2], cmd[4::2]))
+    assert cmd[:3] == ["python", "-u", gpu_check.TSLIB_RUN] and cmd[-2:] == ["--gpu", "0"]
+    assert flags["--model"] == "PatchTST" and flags["--root_path"] == "/data/ETT-small/"
+    assert (flags["--seq_len"], flags["--pred_len"], flags["--batch_size"], flags["--train_epochs"]) == \
+        ("96", "96", "32", "1")
+    assert (flags["--d_model"], flags["--d_ff"], flags["--e_layers"], flags["--n_heads"], flags["--dropout"]) == \
+        ("512", "2048", "1", "2", "0.1")
+    assert "--use_norm" not in cmd, "a flag of ours without a value is not passed as one of TSLib's"
+    assert gpu_check.tslib_command("dlinear", "/data", torch.device("cpu"))[-1] == "--no_use_gpu"
+
+
+def test_tslibs_epoch_time_is_read_from_its_output_and_its_absence_is_an_error():
+    output = "\titers: 100, epoch: 1 | loss: 0.4\n\tspeed: 0.01s/iter\nEpoch: 1 cost time: 3.25\nEpoch: 1, Steps: 264"
+    assert gpu_check.tslib_epoch_seconds(output) == 3.25
+    with pytest.raises(RuntimeError, match="ModuleNotFoundError: No module named 'reformer_pytorch'"):
+        gpu_check.tslib_epoch_seconds("Traceback ...\nModuleNotFoundError: No module named 'reformer_pytorch'")
+
+
+def _rows(fp16_status="ok", compiled_ms=9.0, over_limit=1.05, versus=2.5, offload_mb=40.0):
+    models = [{"model": "dlinear", "precision": "fp32", "step_ms": 10.0, "status": "ok"},
+              {"model": "dlinear", "precision": "fp16", "step_ms": 8.0, "status": fp16_status},
+              {"model": "dlinear", "precision": "bf16", "step_ms": 8.0, "status": "ok"},
+              {"model": "dlinear", "precision": "compile", "step_ms": compiled_ms, "status": "ok"}]
+    throughput = [{"model": "dlinear", "ours_over_limit": over_limit, "ours_over_tslib": versus, "status": "ok"},
+                  {"model": "timer_xl", "ours_over_limit": 1.0, "status": "ok"}]
+    fsdp = [{"configuration": "plain", "state_on_gpu_mb": 1200.0, "status": "ok"},
+            {"configuration": "fsdp_offload", "state_on_gpu_mb": offload_mb, "status": "ok"}]
+    return {"models": models, "throughput": throughput, "fsdp": fsdp}
+
+
+def test_the_goals_are_met_only_when_every_row_meets_them():
+    assert gpu_check.goals(_rows()) == {"amp_every_model_finite": True, "compile_never_slower": True,
+                                        "within_10pct_of_limit": True, "2x_tslib_dlinear_patchtst": True,
+                                        "offload_state_on_gpu_le_20pct": True}
+    assert gpu_check.goals(_rows(fp16_status="non-finite"))["amp_every_model_finite"] is False
+    assert gpu_check.goals(_rows(compiled_ms=10.5))["compile_never_slower"] is False
+    assert gpu_check.goals(_rows(over_limit=1.11))["within_10pct_of_limit"] is False
+    assert gpu_check.goals(_rows(versus=1.9))["2x_tslib_dlinear_patchtst"] is False
+    assert gpu_check.goals(_rows(offload_mb=300.0))["offload_state_on_gpu_le_20pct"] is False
+    assert gpu_check.goals({"models": [], "throughput": [], "fsdp": []}) == {}, "nothing measured, nothing claimed"
+    assert "- compile_never_slower: NOT met" in gpu_check.markdown(
+        {"device": "GPU", "torch": "2.13", "cuda": "13.0", "commit": "abc", "date": "today"}, _rows(compiled_ms=11.0))
