@@ -229,7 +229,7 @@ CASES = {
     "--cpu_offload on a CPU run": (lambda p, f: ["--fsdp", "--cpu_offload"], "a CPU run holds everything there"),
     "--amp_dtype without --use_amp": (lambda p, f: ["--amp_dtype", "bf16"],
                                       "--amp_dtype chooses --use_amp's precision"),
-    "--amp_dtype fp16 under --fsdp": (lambda p, f: ["--ddp", "--fsdp", "--use_amp", "--amp_dtype", "fp16"],
+    "--amp_dtype fp16 under --fsdp": (lambda p, f: ["--fsdp", "--use_amp", "--amp_dtype", "fp16"],
                                       "keeps no loss scale for fp16: drop --amp_dtype fp16"),
     "quantile levels out of order or repeated": (lambda p, f: ["--loss", "quantile", "--quantiles", "0.9,0.1"],
                                                  "--quantiles 0.9,0.1: give each level once, in increasing order"),
