@@ -20,9 +20,10 @@ Parts (--parts; each configuration that fails is recorded with its error line, a
               + --activation_checkpointing, both (offload on CUDA only), 2 x --fsdp_steps steps: peak GPU memory, the
               parameters + optimizer state left on the GPU, seconds per step of the second half; each checkpoint then
               tested by a plain run.py, whose MSE must equal the sharded run's.
-The data: an ETTh1-shaped CSV written under --out (17420 hourly rows, 7 channels; ETTh1's split). Rows are written
-after each configuration: a run stopped at its time limit leaves what it measured. The goals of issue 49 are read
-off the table at the end. Numbers only, beyond that: a failed row does not fail the command.
+The data: an ETTh1-shaped CSV (17420 hourly rows, 7 channels; ETTh1's split), in a temporary folder with the runs
+(each removed after its row). The rows go to --out after each configuration: a run stopped at its time limit leaves
+what it measured. The goals of issue 49 are read off the table at the end. Numbers only, beyond that: a failed row
+does not fail the command.
 """
 import argparse
 import contextlib
@@ -34,8 +35,10 @@ import math
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -127,6 +130,17 @@ def reset_memory(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
+@contextlib.contextmanager
+def run_folder(work: str):
+    """A configuration's checkpoints and results, removed after its row: a hundred runs of models of up to 200M
+    parameters would otherwise fill the disk."""
+    folder = tempfile.mkdtemp(dir=work)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def peak_gpu_mb(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2 ** 20 if device.type == "cuda" else None
 
@@ -168,10 +182,11 @@ def check_model(name: str, precision: str, a, data_root: str, folder: str) -> di
     return row
 
 
-def models_part(report: Report, a, data_root: str, folder: str) -> None:
+def models_part(report: Report, a, data_root: str, work: str) -> None:
     for name in a.models:
         for precision in (*a.precisions, *(["compile"] if name in a.compile_models else [])):
-            report.add("models", check_model(name, precision, a, data_root, folder))
+            with run_folder(work) as folder:
+                report.add("models", check_model(name, precision, a, data_root, folder))
 
 
 # ---- part 2: throughput ------------------------------------------------------------------------------------
@@ -205,8 +220,6 @@ def tslib_epoch_seconds(output: str) -> float:
 
 def tslib_windows_per_second(name: str, a, data_root: str, windows: int) -> float:
     """TSLib's training windows/s in a copy of the checkout (it writes checkpoints and results where it runs)."""
-    import shutil
-    import tempfile
     with tempfile.TemporaryDirectory() as work:
         shutil.copytree(a.tslib, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "dataset"))
         proc = subprocess.run(tslib_command(name, data_root, torch.device(a.device), a.tslib_python), cwd=work,
@@ -299,9 +312,10 @@ def measure_fsdp(config: str, a, data_root: str, folder: str) -> dict:
     return row
 
 
-def fsdp_part(report: Report, a, data_root: str, folder: str) -> None:
+def fsdp_part(report: Report, a, data_root: str, work: str) -> None:
     for config in FSDP:
-        report.add("fsdp", measure_fsdp(config, a, data_root, folder))
+        with run_folder(work) as folder:
+            report.add("fsdp", measure_fsdp(config, a, data_root, folder))
 
 
 # ---- the goals, the table ------------------------------------------------------------------------------------
@@ -363,7 +377,8 @@ def markdown(machine: dict, rows: dict) -> str:
 
 def main(argv=None) -> None:
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="folder for gpu_check.json, gpu_check.md and the runs")
+    p.add_argument("--out", required=True, help="folder for gpu_check.json and gpu_check.md (the runs and data go to "
+                                                "a temporary folder, removed at the end)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tiny", action="store_true", help="every model at its contract-test size (a check of the script)")
     p.add_argument("--parts", type=lambda s: s.split(","), default=list(PARTS), help=f"some of {','.join(PARTS)}")
@@ -397,17 +412,18 @@ def main(argv=None) -> None:
         raise ConfigError("--device cuda: no GPU is visible to torch (use --device cpu --tiny to check the script)")
     os.makedirs(a.out, exist_ok=True)
     folder = os.path.abspath(a.out)
-    data_root = etth1_shaped(os.path.join(folder, "data"))
     report = Report(folder, machine_facts(torch.device(a.device), a.commit or current_commit()))
     print(f"GPU check on {report.machine['device']}, torch {torch.__version__}, commit {report.machine['commit']}",
           flush=True)
     start = time.perf_counter()
-    if "models" in a.parts:
-        models_part(report, a, data_root, os.path.join(folder, "models"))
-    if "throughput" in a.parts:
-        throughput_part(report, a, data_root)
-    if "fsdp" in a.parts:
-        fsdp_part(report, a, data_root, folder)
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as work:
+        data_root = etth1_shaped(os.path.join(work, "data"))
+        if "models" in a.parts:
+            models_part(report, a, data_root, work)
+        if "throughput" in a.parts:
+            throughput_part(report, a, data_root)
+        if "fsdp" in a.parts:
+            fsdp_part(report, a, data_root, work)
     print(markdown(report.machine, report.rows))
     print(f"{time.perf_counter() - start:.0f} s; written to {folder}/gpu_check.json and gpu_check.md")
 

@@ -116,5 +116,6 @@ def test_the_gpu_check_runs_every_part_on_the_cpu_and_writes_its_json_and_table(
         assert sharded[config]["plain_test_mse"] == pytest.approx(sharded[config]["test_mse"], rel=1e-4)
     assert sharded["fsdp_offload"]["status"] == "skipped: --cpu_offload needs CUDA"
     assert found["goals"]["amp_every_model_finite"] is True
+    assert sorted(os.listdir(tmp_path / "out")) == ["gpu_check.json", "gpu_check.md"], "the runs go elsewhere"
     table = (tmp_path / "out" / "gpu_check.md").read_text()
     assert "commit abc1234" in table and "| dlinear | compile |" in table and "## Goals" in table
