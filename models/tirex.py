@@ -1,3 +1,4 @@
+import functools
 import os
 import zipfile
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class Model(nn.Module):
     Device: the sLSTM cells use the publisher's pure-torch backend ("torch", load_model's default) on every device:
     the forecast runs where the input and the parameters are (CPU or GPU) and is differentiable. The CUDA kernels of
     the package's other backend (xlstm) are not used. The torch backend runs the recurrence in bfloat16, as the
-    publisher's does.
+    publisher's does, outside any autocast (--use_amp), which would otherwise mix float16 into it.
 
     Deviations: the output head is applied to the last patch alone (the publisher applies it to every patch and keeps
     the last: the same values); TiRexZero leaves its sLSTM weights uninitialised (torch.empty) for a checkpoint to
@@ -80,6 +81,9 @@ class Model(nn.Module):
         self.n_quantiles = len(quantiles)
         self.hparams = {name: getattr(configs, name) for name in self.Config.__dataclass_fields__}
         self.tirex = tirex.TiRexZero(backend="torch", **architecture(configs))
+        for block in self.tirex.blocks:
+            cell = block.slstm_layer.slstm_cell
+            cell.__class__ = outside_autocast(type(cell))  # its state_dict keys and the publisher's code unchanged
         self._init_slstm()
 
     def _init_slstm(self) -> None:
@@ -149,6 +153,20 @@ class Model(nn.Module):
             predictions.append(tirex.tokenizer.output_transform(last.to(tokens), scaling))  # (series, Q, patch_len)
             context = torch.cat([context, context.new_full((context.shape[0], self.patch_len), float("nan"))], 1)
         return torch.cat(predictions, dim=-1)[..., :self.out_len]
+
+
+@functools.cache
+def outside_autocast(cell_class: type) -> type:
+    """The publisher's sLSTM cell sets its own precision (the recurrence in bfloat16, the gates in float32). Under fp16
+    autocast its matmuls would turn float16 and meet its bfloat16 states in one torch.stack, which autocast refuses
+    (--use_amp on CUDA); under bf16 autocast and without it, running it outside autocast changes nothing."""
+    class OutsideAutocast(cell_class):
+        def forward(self, input: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            with torch.autocast(input.device.type, enabled=False):
+                return super().forward(input, state)
+
+    OutsideAutocast.__name__ = OutsideAutocast.__qualname__ = cell_class.__name__
+    return OutsideAutocast
 
 
 def architecture(configs) -> dict:

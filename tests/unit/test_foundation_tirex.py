@@ -111,3 +111,24 @@ def test_a_path_that_is_not_a_tirex_checkpoint_is_refused_naming_what_it_is(tmp_
     torch.save({"state_dict": {}, "hyper_parameters": {"d_model": 512}}, tmp_path / "model.ckpt")
     with pytest.raises(ValueError, match="expected a TiRex checkpoint .*found hyper_parameters {'d_model': 512}"):
         published(str(tmp_path / "model.ckpt"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_under_autocast_the_slstm_keeps_its_own_precision(checkpoint, dtype):
+    """--use_amp: fp16 autocast once cast the cells' matmuls to float16 beside their bfloat16 states, and torch.stack
+    refused the mix. The cells now run outside autocast: the forecast is finite, and equal to the cells' own precision
+    inside autocast for the rest of the network."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 48, 3).cumsum(1)
+    model = ours(str(checkpoint), 48, 16, n_outputs=9)
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        forecast = model(x)
+    assert torch.isfinite(forecast).all()
+    cell = model.tirex.blocks[0].slstm_layer.slstm_cell
+    assert type(cell).__mro__[1] is tirex.models.slstm.cell.sLSTMCell, "the publisher's cell, its forward wrapped"
+    inputs = torch.randn(2, 6, 4 * 16, dtype=dtype)
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        inside = cell(inputs, None)
+    with torch.no_grad():
+        outside = type(cell).__mro__[1].forward(cell, inputs, None)
+    torch.testing.assert_close(inside, outside, rtol=0, atol=0)
