@@ -83,9 +83,19 @@ def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict
 
 
 def load_model_state(model: nn.Module, state: dict) -> None:
-    """A full model state (checked against the model already) into its shards; every rank holds `state`."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, strict=False))
+    """A full model state (checked against the model already) into its shards. Every rank holds `state` and cuts its
+    own shards from it, without communication. torch's set_model_state_dict would refuse the model under
+    --cpu_offload: its shards are in host memory and its buffers, which are not sharded, on the GPU ("Multiple devices
+    found")."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+    own, local = model.state_dict(), {}
+    for key, value in state.items():
+        mine = own[key]
+        if isinstance(mine, DTensor) and value.dim() > 0:
+            local[key] = distribute_tensor(value.detach(), mine.device_mesh, mine.placements, src_data_rank=None)
+        else:
+            local[key] = value
+    model.load_state_dict(local, strict=False)
 
 
 def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:

@@ -37,10 +37,12 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, HERE)
@@ -62,11 +64,21 @@ PARTS = ("models", "throughput", "fsdp")
 PRECISIONS = {"fp32": [], "fp16": ["--use_amp", "--amp_dtype", "fp16"], "bf16": ["--use_amp", "--amp_dtype", "bf16"],
               "compile": ["--compile"]}
 COMPILED = "dlinear,patchtst,timer_xl"
+# run first, after the compiled ones, as the likeliest to fail on CUDA: an LSTM in fp16 (cuDNN's, not the CPU's), a
+# recurrence in its own bf16, FFTs and convolutions fed by half-precision layers
+RISKY = ("deepar", "tirex", "fedformer", "film", "timesnet", "koopa", "amplifier", "micn", "segrnn")
 THROUGHPUT = ("dlinear", "patchtst", "itransformer", "timer_xl", "autoformer")
 TSLIB_NAMES = {"dlinear": "DLinear", "patchtst": "PatchTST", "itransformer": "iTransformer", "autoformer": "Autoformer"}
-FSDP = {"plain": [], "fsdp": ["--fsdp"], "fsdp_offload": ["--fsdp", "--cpu_offload"],
-        "fsdp_ac": ["--fsdp", "--activation_checkpointing"],
-        "fsdp_offload_ac": ["--fsdp", "--cpu_offload", "--activation_checkpointing"]}
+# configuration: (model, flags); PatchTST for a model with buffers (BatchNorm's statistics), which stay on the GPU
+# while --cpu_offload moves the shards to the host
+FSDP = {"plain": ("timer_xl", []), "fsdp": ("timer_xl", ["--fsdp"]),
+        "fsdp_offload": ("timer_xl", ["--fsdp", "--cpu_offload"]),
+        "fsdp_ac": ("timer_xl", ["--fsdp", "--activation_checkpointing"]),
+        "fsdp_offload_ac": ("timer_xl", ["--fsdp", "--cpu_offload", "--activation_checkpointing"]),
+        "patchtst_fsdp": ("patchtst", ["--fsdp"]), "patchtst_fsdp_offload": ("patchtst", ["--fsdp", "--cpu_offload"])}
+PATCHTST_SMALL = ["--seq_len", "96", "--output_token_len", "96", "--nonautoregressive", "--d_model", "64", "--d_ff",
+                  "128", "--e_layers", "2", "--n_heads", "4", "--patch_len", "16", "--stride", "8"]
+SUBPROCESS_SECONDS = 300  # a run.py or TSLib process that takes longer is stopped: a hang must not eat the lease
 TINY = {"throughput": ["--d_model", "16", "--d_ff", "32", "--e_layers", "1", "--d_layers", "1", "--n_heads", "2",
                        "--seq_len", "96", "--input_token_len", "48"],
         "fsdp": ["--d_model", "32", "--d_ff", "64", "--e_layers", "2", "--n_heads", "2", "--seq_len", "192",
@@ -88,20 +100,40 @@ def etth1_shaped(folder: str) -> str:
 class Report:
     """The rows measured so far, written to DIR/gpu_check.json and DIR/gpu_check.md after each one."""
 
-    def __init__(self, folder: str, machine: dict):
+    def __init__(self, folder: str, machine: dict, append: bool = False):
         self.folder, self.machine, self.rows = folder, machine, {part: [] for part in PARTS}
         self.last = time.perf_counter()
+        if append:
+            self.reload()
+
+    def reload(self) -> None:
+        """The rows a run before (or a process this one started) wrote, if any."""
+        path = os.path.join(self.folder, "gpu_check.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                found = json.load(f)
+            self.rows = {part: found.get(part, []) for part in PARTS}
+
+    def done(self, part: str, **key) -> bool:
+        return any(all(row.get(k) == v for k, v in key.items()) for row in self.rows[part])
 
     def add(self, part: str, row: dict) -> None:
         now = time.perf_counter()
         row["seconds"], self.last = now - self.last, now  # the configuration's wall time, start-up included
         self.rows[part].append(row)
-        logline = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+        logline = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+                           if k != "detail")
         print(f"[{part}] {logline}", flush=True)
-        with open(os.path.join(self.folder, "gpu_check.json"), "w") as f:
-            json.dump({"machine": self.machine, **self.rows, "goals": goals(self.rows)}, f, indent=1)
-        with open(os.path.join(self.folder, "gpu_check.md"), "w") as f:
-            f.write(markdown(self.machine, self.rows))
+        # whole files or none: a lease's time limit may stop this process in the middle of a write
+        write_atomically(os.path.join(self.folder, "gpu_check.json"),
+                         json.dumps({"machine": self.machine, **self.rows, "goals": goals(self.rows)}, indent=1))
+        write_atomically(os.path.join(self.folder, "gpu_check.md"), markdown(self.machine, self.rows))
+
+
+def write_atomically(path: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def machine_facts(device: torch.device, commit: str) -> dict:
@@ -119,9 +151,30 @@ def current_commit() -> str:
 
 
 def failure(e: BaseException) -> str:
-    """One line for a failed configuration."""
+    """One line for a failed configuration: a missing optional package is a skip, not a failure of the model."""
     lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+    line = lines[0] if lines else ""
+    if "needs the package" in line:
+        return "skipped: " + line[line.index("needs the package"):].split(":")[0]
+    return f"{type(e).__name__}: {line}"[:300]
+
+
+def details(log: str = "") -> str:
+    """What the JSON keeps of a failure for the one run a lease allows: the traceback's end and the log's."""
+    return (traceback.format_exc()[-3000:] + ("\n--- log ---\n" + log[-3000:] if log else "")).strip()
+
+
+def failed(status: str) -> bool:
+    return status != "ok" and not status.startswith("skipped")
+
+
+def cuda_alive(device: torch.device) -> bool:
+    """False once an error (a device-side assert, an illegal address) has broken this process's CUDA context: every
+    later kernel would fail with it."""
+    try:
+        return torch.ones(1, device=device).add_(1).item() == 2
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def reset_memory(device: torch.device) -> None:
@@ -177,22 +230,46 @@ def check_model(name: str, precision: str, a, data_root: str, folder: str) -> di
         row["status"] = "ok" if finite else "non-finite"
     except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure is a finding; the check goes on
         row["status"] = failure(e)
-        if device.type == "cuda":
-            with contextlib.suppress(Exception):
-                torch.cuda.synchronize(device)
+        if failed(row["status"]):
+            row["detail"] = details(log.getvalue())
     return row
 
 
+def model_order(names: list, compiled: list) -> list:
+    """The compiled models, then the riskiest, then the rest as given: a time limit cuts the safest last."""
+    return sorted(names, key=lambda n: (n not in compiled, n not in RISKY))
+
+
 def models_part(report: Report, a, data_root: str, work: str) -> None:
-    for name in a.models:
+    order = model_order(a.models, a.compile_models)
+    for i, name in enumerate(order):
         for precision in (*a.precisions, *(["compile"] if name in a.compile_models else [])):
+            if report.done("models", model=name, precision=precision):
+                continue  # --append: measured by an earlier run
             with run_folder(work) as folder:
-                report.add("models", check_model(name, precision, a, data_root, folder))
+                row = check_model(name, precision, a, data_root, folder)
+            report.add("models", row)
+            if a.device == "cuda" and failed(row["status"]) and not cuda_alive(torch.device(a.device)):
+                continue_elsewhere(report, a, order[i:])
+                return
+
+
+def continue_elsewhere(report: Report, a, names: list) -> None:
+    """The rest of the models part in a fresh process, which appends to the same report: this one's CUDA context is
+    broken, and would fail every later row with the error of the one that broke it."""
+    print(f"the CUDA context is broken; the remaining {len(names)} models go on in a new process", flush=True)
+    cmd = [sys.executable, "-m", "scripts.benchmark.gpu_check", "--out", a.out, "--device", a.device, "--parts",
+           "models", "--models", ",".join(names), "--precisions", ",".join(a.precisions), "--compile_models",
+           ",".join(m for m in a.compile_models if m in names), "--steps", str(a.steps), "--batch_size",
+           str(a.batch_size), "--windows", str(a.windows), "--commit", report.machine["commit"], "--append",
+           *(["--tiny"] if a.tiny else [])]
+    subprocess.run(cmd, cwd=HERE)
+    report.reload()
 
 
 # ---- part 2: throughput ------------------------------------------------------------------------------------
 def tslib_command(name: str, data_root: str, device: torch.device, python: str = sys.executable) -> list:
-    """TSLib's run.py (through tslib_run.py, in its checkout) training `name` one epoch at throughput.py's settings
+    """TSLib's run.py (through tslib_run.py, in its checkout) training `name` two epochs at throughput.py's settings
     on <data_root>/ETT-small/ETTh1.csv, on the GPU unless device is the CPU."""
     ours = throughput.MODELS[name]
     settings = {flag: value for flag, value in zip(ours, ours[1:])
@@ -205,15 +282,16 @@ def tslib_command(name: str, data_root: str, device: torch.device, python: str =
              "--data_path": "ETTh1.csv", "--features": "M", "--seq_len": common["--seq_len"], "--label_len": "48",
              "--pred_len": common["--output_token_len"], "--enc_in": str(ETTH1_CHANNELS),
              "--dec_in": str(ETTH1_CHANNELS), "--c_out": str(ETTH1_CHANNELS), "--batch_size": common["--batch_size"],
-             "--train_epochs": "1", "--itr": "1", "--des": "gpu_check",
+             "--train_epochs": "2", "--patience": "2", "--itr": "1", "--des": "gpu_check",
              **{k: v for k, v in settings.items() if k in shared}}
     return [python, "-u", TSLIB_RUN, *(x for kv in flags.items() for x in kv),
             *(["--gpu", "0"] if device.type == "cuda" else ["--no_use_gpu"])]
 
 
 def tslib_epoch_seconds(output: str) -> float:
-    """TSLib's own timing of its first training epoch ("Epoch: 1 cost time: 12.3")."""
-    found = re.search(r"Epoch: 1 cost time: ([\d.]+)", output)
+    """TSLib's own timing of its second training epoch ("Epoch: 2 cost time: 12.3"): the first also starts CUDA, its
+    kernels and the loader's workers, which ours is measured after."""
+    found = re.search(r"Epoch: 2 cost time: ([\d.]+)", output)
     if not found:
         raise RuntimeError(cli.error_line(output, "TSLib printed no epoch time"))
     return float(found.group(1))
@@ -223,9 +301,21 @@ def tslib_windows_per_second(name: str, a, data_root: str, windows: int) -> floa
     """TSLib's training windows/s in a copy of the checkout (it writes checkpoints and results where it runs)."""
     with tempfile.TemporaryDirectory() as work:
         shutil.copytree(a.tslib, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "dataset"))
-        proc = subprocess.run(tslib_command(name, data_root, torch.device(a.device), a.tslib_python), cwd=work,
-                              capture_output=True, text=True)
-    return windows / tslib_epoch_seconds(proc.stdout + proc.stderr)
+        output = bounded(tslib_command(name, data_root, torch.device(a.device), a.tslib_python), work)[1]
+    return windows / tslib_epoch_seconds(output)
+
+
+def bounded(cmd: list, cwd: str, env: dict | None = None) -> tuple:
+    """(exit code, stdout + stderr) of a command stopped, with every process it started, after SUBPROCESS_SECONDS."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=SUBPROCESS_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        raise RuntimeError(f"stopped after {SUBPROCESS_SECONDS} s: {cli.error_line(output, output[-300:])}") from None
+    return proc.returncode, output
 
 
 def measure_throughput(name: str, a, data_root: str) -> dict:
@@ -251,6 +341,7 @@ def measure_throughput(name: str, a, data_root: str) -> dict:
         row["status"] = "ok"
     except (Exception, SystemExit) as e:  # noqa: BLE001
         row["status"] = failure(e)
+        row["detail"] = details()
     return row
 
 
@@ -261,19 +352,30 @@ def throughput_part(report: Report, a, data_root: str) -> None:
 
 # ---- part 3: FSDP ------------------------------------------------------------------------------------------
 def fsdp_flags(a, data_root: str, folder: str, config: str) -> list:
-    return ["--model", "timer_xl", *(TINY["fsdp"] if a.tiny else TIMER_XL_100M), "--data", "ETTh1", "--root_path",
-            os.path.join(data_root, "ETT-small"), "--batch_size", "8", "--lradj", "constant",
+    model, _ = FSDP[config]
+    sizes = PATCHTST_SMALL if model == "patchtst" else TINY["fsdp"] if a.tiny else TIMER_XL_100M
+    return ["--model", model, *sizes, "--data", "ETTh1", "--root_path", os.path.join(data_root, "ETT-small"),
+            "--batch_size", "8", "--lradj", "constant", "--dist_timeout", "3",
             "--val_windows", "8", "--val_windows_end", "8", "--test_windows", "64", "--des", config,
             "--device", a.device, "--checkpoints", os.path.join(folder, "fsdp_checkpoints"),
             "--results_dir", os.path.join(folder, "fsdp_results")]
 
 
 def launched(cmd: list) -> str:
-    """A run.py process's log; its failure raises with its error line."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    if proc.returncode:
-        raise RuntimeError(cli.error_line(proc.stderr, f"exit code {proc.returncode}"))
-    return proc.stderr
+    """A run.py process's log; its failure raises with its error line (the log's end kept in the row's detail).
+
+    Every core for its threads: under --cpu_offload the optimizer steps on the host, and one thread would time that
+    instead of the offload."""
+    code, log = bounded(cmd, HERE, {**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)})
+    if code:
+        raise LaunchError(cli.error_line(log, f"exit code {code}"), log)
+    return log
+
+
+class LaunchError(RuntimeError):
+    def __init__(self, line: str, log: str):
+        super().__init__(line)
+        self.log = log
 
 
 def logged(pattern: str, log: str, convert=float):
@@ -286,13 +388,14 @@ def test_mse(log: str) -> float:
 
 
 def measure_fsdp(config: str, a, data_root: str, folder: str) -> dict:
-    row = {"configuration": config}
-    if "--cpu_offload" in FSDP[config] and a.device != "cuda":
+    model, sharding = FSDP[config]
+    row = {"configuration": config, "model": model}
+    if "--cpu_offload" in sharding and a.device != "cuda":
         row["status"] = "skipped: --cpu_offload needs CUDA"
         return row
     try:
         flags = fsdp_flags(a, data_root, folder, config)
-        log = launched(torchrun_command(1, [os.path.join(HERE, "run.py"), "--ddp", *FSDP[config], *flags,
+        log = launched(torchrun_command(1, [os.path.join(HERE, "run.py"), "--ddp", *sharding, *flags,
                                             "--train_steps", str(2 * a.fsdp_steps), "--val_every", str(a.fsdp_steps)]))
         run_folder = os.path.basename(os.path.dirname(logged(r"\| checkpoint (\S+)", log, str)))
         with open(os.path.join(folder, "fsdp_results", run_folder, "history.csv")) as f:
@@ -303,13 +406,16 @@ def measure_fsdp(config: str, a, data_root: str, folder: str) -> dict:
                    peak_gpu_mb=logged(r"peak GPU memory per rank: ([\d.]+) MB", log),
                    state_on_gpu_mb=logged(r"parameters \+ optimizer state on the GPU per rank: ([\d.]+) MB", log),
                    test_mse=test_mse(log))
-        plain = launched([sys.executable, os.path.join(HERE, "run.py"), *flags, "--is_training", "0",
-                          "--test_dir", run_folder])
-        row["plain_test_mse"] = test_mse(plain)
-        same = math.isclose(row["plain_test_mse"], row["test_mse"], rel_tol=1e-4)
-        row["status"] = "ok" if same else "the plain run's test differs"
+        row["status"] = "ok"
+        if "--fsdp" in sharding:  # the sharded checkpoint, tested by a plain run
+            plain = launched([sys.executable, os.path.join(HERE, "run.py"), *flags, "--is_training", "0",
+                              "--test_dir", run_folder])
+            row["plain_test_mse"] = test_mse(plain)
+            if not math.isclose(row["plain_test_mse"], row["test_mse"], rel_tol=1e-4):
+                row["status"] = "the plain run's test differs"
     except (Exception, SystemExit) as e:  # noqa: BLE001
         row["status"] = failure(e)
+        row["detail"] = details(getattr(e, "log", ""))
     return row
 
 
@@ -320,28 +426,32 @@ def fsdp_part(report: Report, a, data_root: str, work: str) -> None:
 
 
 # ---- the goals, the table ------------------------------------------------------------------------------------
+def number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def goals(rows: dict) -> dict:
-    """Issue 49's goals read off the rows measured (None: not measured)."""
+    """Issue 49's goals read off the rows measured: True (met) or False, and absent where nothing measured them. A row
+    skipped for a package the machine lacks counts for neither."""
     found = {}
-    model_rows = rows["models"]
-    if model_rows:
-        amp = [r for r in model_rows if r["precision"] in ("fp16", "bf16")]
+    model_rows = [r for r in rows["models"] if not r["status"].startswith("skipped")]
+    amp = [r for r in model_rows if r["precision"] in ("fp16", "bf16")]
+    if amp:
         found["amp_every_model_finite"] = all(r["status"] == "ok" for r in amp)
-        eager = {r["model"]: r.get("step_ms") for r in model_rows if r["precision"] == "fp32"}
-        compiled = [(eager.get(r["model"]), r.get("step_ms")) for r in model_rows if r["precision"] == "compile"]
-        if compiled:
-            found["compile_never_slower"] = all(e is not None and c is not None and c <= e for e, c in compiled)
-    speed = [r for r in rows["throughput"] if r["status"] == "ok"]
+    eager = {r["model"]: r.get("step_ms") for r in model_rows if r["precision"] == "fp32"}
+    compiled = [(eager.get(r["model"]), r.get("step_ms")) for r in model_rows if r["precision"] == "compile"]
+    if compiled:
+        found["compile_never_slower"] = all(number(e) and number(c) and c <= e for e, c in compiled)
+    speed = [r for r in rows["throughput"] if r["status"] == "ok" and number(r.get("ours_over_limit"))]
     if speed:
         found["within_10pct_of_limit"] = all(r["ours_over_limit"] <= 1.10 for r in speed)
         versus = [r["ours_over_tslib"] for r in speed
-                  if r["model"] in ("dlinear", "patchtst") and "ours_over_tslib" in r]
+                  if r["model"] in ("dlinear", "patchtst") and number(r.get("ours_over_tslib"))]
         if versus:
             found["2x_tslib_dlinear_patchtst"] = all(v >= 2 for v in versus)
-    by_config = {r["configuration"]: r for r in rows["fsdp"] if r["status"] == "ok"}
-    if "plain" in by_config and "fsdp_offload" in by_config:
-        found["offload_state_on_gpu_le_20pct"] = \
-            by_config["fsdp_offload"]["state_on_gpu_mb"] <= 0.2 * by_config["plain"]["state_on_gpu_mb"]
+    state = {r["configuration"]: r.get("state_on_gpu_mb") for r in rows["fsdp"] if r["status"] == "ok"}
+    if number(state.get("plain")) and number(state.get("fsdp_offload")):
+        found["offload_state_on_gpu_le_20pct"] = state["fsdp_offload"] <= 0.2 * state["plain"]
     return found
 
 
@@ -370,13 +480,15 @@ def markdown(machine: dict, rows: dict) -> str:
                                             "status"]) + [""]
     if rows["fsdp"]:
         lines += ["## FSDP, one rank", ""]
-        lines += table(rows["fsdp"], ["configuration", "parameters", "peak_gpu_mb", "state_on_gpu_mb", "state_mb",
-                                      "s_per_step", "test_mse", "plain_test_mse", "seconds", "status"]) + [""]
+        lines += table(rows["fsdp"], ["configuration", "model", "parameters", "peak_gpu_mb", "state_on_gpu_mb",
+                                      "state_mb", "s_per_step", "test_mse", "plain_test_mse", "seconds",
+                                      "status"]) + [""]
     lines += ["## Goals", ""] + [f"- {goal}: {'met' if met else 'NOT met'}" for goal, met in goals(rows).items()]
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> None:
+def parse(argv=None) -> argparse.Namespace:
+    """The command line, checked: a user error raises ConfigError (one line)."""
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="folder for gpu_check.json and gpu_check.md (the runs and data go to "
                                                 "a temporary folder, removed at the end)")
@@ -399,6 +511,9 @@ def main(argv=None) -> None:
     p.add_argument("--tslib", type=cli.existing_folder, help="a Time-Series-Library checkout: its loop's throughput")
     p.add_argument("--tslib_python", default=sys.executable, help="the Python with TSLib's requirements")
     p.add_argument("--commit", default=None, help="the commit tested (default: git's HEAD here)")
+    p.add_argument("--append", action="store_true",
+                   help="keep the rows of --out's gpu_check.json and run only the models' configurations not in it "
+                        "(the rest of a run a time limit cut off)")
     a = p.parse_args(argv)
     for part in a.parts:
         if part not in PARTS:
@@ -411,9 +526,14 @@ def main(argv=None) -> None:
             raise ConfigError(f"--models/--compile_models {name}: unknown model; available: {', '.join(models.NAMES)}")
     if a.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no GPU is visible to torch (use --device cpu --tiny to check the script)")
+    return a
+
+
+def main(argv=None) -> None:
+    a = parse(argv)
     os.makedirs(a.out, exist_ok=True)
     folder = os.path.abspath(a.out)
-    report = Report(folder, machine_facts(torch.device(a.device), a.commit or current_commit()))
+    report = Report(folder, machine_facts(torch.device(a.device), a.commit or current_commit()), a.append)
     print(f"GPU check on {report.machine['device']}, torch {torch.__version__}, commit {report.machine['commit']}",
           flush=True)
     start = time.perf_counter()

@@ -75,10 +75,11 @@ def test_the_probabilistic_benchmark_times_a_quantile_head_and_the_metrics_again
 
 FAKE_TSLIB = '''import sys
 flags = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-assert flags["--data"] == "ETTh1" and flags["--train_epochs"] == "1" and "--no_use_gpu" in sys.argv, sys.argv
+assert flags["--data"] == "ETTh1" and flags["--train_epochs"] == "2" and "--no_use_gpu" in sys.argv, sys.argv
 if flags["--model"] == "PatchTST":
     assert (flags["--d_model"], flags["--d_ff"], flags["--e_layers"], flags["--n_heads"]) == ("512", "2048", "1", "2")
-print("Epoch: 1 cost time: 2.0")
+print("Epoch: 1 cost time: 9.0")
+print("Epoch: 2 cost time: 2.0")
 '''
 
 
@@ -111,11 +112,24 @@ def test_the_gpu_check_runs_every_part_on_the_cpu_and_writes_its_json_and_table(
     assert speed["dlinear"]["tslib_windows_s"] == pytest.approx(windows / 2.0)
     assert "tslib_windows_s" not in speed["timer_xl"], "TSLib has no Timer-XL"
     sharded = {r["configuration"]: r for r in found["fsdp"]}
-    for config in ("plain", "fsdp", "fsdp_ac"):
+    assert sharded["plain"]["status"] == "ok" and "plain_test_mse" not in sharded["plain"], "nothing sharded to test"
+    for config in ("fsdp", "fsdp_ac", "patchtst_fsdp"):
         assert sharded[config]["status"] == "ok", sharded[config]
         assert sharded[config]["plain_test_mse"] == pytest.approx(sharded[config]["test_mse"], rel=1e-4)
-    assert sharded["fsdp_offload"]["status"] == "skipped: --cpu_offload needs CUDA"
+    assert sharded["patchtst_fsdp"]["model"] == "patchtst"
+    for config in ("fsdp_offload", "fsdp_offload_ac", "patchtst_fsdp_offload"):
+        assert sharded[config]["status"] == "skipped: --cpu_offload needs CUDA"
     assert found["goals"]["amp_every_model_finite"] is True
     assert sorted(os.listdir(tmp_path / "out")) == ["gpu_check.json", "gpu_check.md"], "the runs go elsewhere"
     table = (tmp_path / "out" / "gpu_check.md").read_text()
     assert "commit abc1234" in table and "| dlinear | compile |" in table and "## Goals" in table
+    # the rest of a cut-off run: the rows kept, only what is missing run
+    again = subprocess.run([sys.executable, "-m", "scripts.benchmark.gpu_check", "--out", str(tmp_path / "out"),
+                            "--device", "cpu", "--tiny", "--parts", "models", "--models", "dlinear,nlinear",
+                            "--precisions", "fp32", "--compile_models", "", "--steps", "2", "--append"],
+                           cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    appended = json.loads((tmp_path / "out" / "gpu_check.json").read_text())
+    assert appended["models"][:-1] == found["models"] and appended["fsdp"] == found["fsdp"]
+    assert appended["models"][-1]["model"] == "nlinear" and appended["models"][-1]["status"] == "ok"

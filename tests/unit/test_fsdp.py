@@ -65,6 +65,22 @@ def test_shard_puts_each_block_and_the_root_under_fsdp_gathering_in_bf16(one_ran
     assert all(p.dtype == torch.float32 for p in toy.parameters())  # the shards the optimizer updates
 
 
+def test_a_full_state_loads_into_the_shards_and_the_unsharded_buffers(one_rank_group):
+    """Each rank cuts its shards from the full state itself (torch's set_model_state_dict refused a model whose
+    offloaded shards and GPU buffers sit on two devices); BatchNorm's running statistics load as they are."""
+    from torch.distributed.tensor import DTensor
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    source = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    source(torch.randn(16, 4) * 3 + 1)  # running statistics off their initial values
+    fsdp.shard(model, [model[0], model[2]], None, cpu_offload=False)
+    fsdp.load_model_state(model, source.state_dict())
+    loaded = {k: v.full_tensor() if isinstance(v, DTensor) else v for k, v in model.state_dict().items()}
+    assert isinstance(model.state_dict()["0.weight"], DTensor)
+    assert loaded.keys() == source.state_dict().keys()
+    assert all(torch.equal(loaded[k], v) for k, v in source.state_dict().items())
+
+
 def test_state_mb_counts_parameters_and_optimizer_state_and_only_a_device_types_when_asked():
     model = nn.Linear(256, 256)  # 65,792 float32 parameters
     optimizer = torch.optim.Adam(model.parameters())

@@ -5,13 +5,13 @@ import torch
 from scripts.benchmark import gpu_check
 
 
-def test_tslibs_command_trains_one_epoch_with_our_throughput_settings():
+def test_tslibs_command_trains_two_epochs_with_our_throughput_settings():
     cmd = gpu_check.tslib_command("patchtst", "/data", torch.device("cuda"), "python")
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert cmd[:3] == ["python", "-u", gpu_check.TSLIB_RUN] and cmd[-2:] == ["--gpu", "0"]
     assert flags["--model"] == "PatchTST" and flags["--root_path"] == "/data/ETT-small/"
     assert (flags["--seq_len"], flags["--pred_len"], flags["--batch_size"], flags["--train_epochs"]) == \
-        ("96", "96", "32", "1")
+        ("96", "96", "32", "2"), "two epochs: the second's time, after the first has started CUDA and the loader"
     assert (flags["--d_model"], flags["--d_ff"], flags["--e_layers"], flags["--n_heads"], flags["--dropout"]) == \
         ("512", "2048", "1", "2", "0.1")
     assert "--use_norm" not in cmd, "a flag of ours without a value is not passed as one of TSLib's"
@@ -19,7 +19,8 @@ def test_tslibs_command_trains_one_epoch_with_our_throughput_settings():
 
 
 def test_tslibs_epoch_time_is_read_from_its_output_and_its_absence_is_an_error():
-    output = "\titers: 100, epoch: 1 | loss: 0.4\n\tspeed: 0.01s/iter\nEpoch: 1 cost time: 3.25\nEpoch: 1, Steps: 264"
+    output = ("\titers: 100, epoch: 1 | loss: 0.4\n\tspeed: 0.01s/iter\nEpoch: 1 cost time: 7.5\nEpoch: 1, Steps: 264\n"
+              "Epoch: 2 cost time: 3.25\n")
     assert gpu_check.tslib_epoch_seconds(output) == 3.25
     with pytest.raises(RuntimeError, match="ModuleNotFoundError: No module named 'reformer_pytorch'"):
         gpu_check.tslib_epoch_seconds("Traceback ...\nModuleNotFoundError: No module named 'reformer_pytorch'")
@@ -49,3 +50,55 @@ def test_the_goals_are_met_only_when_every_row_meets_them():
     assert gpu_check.goals({"models": [], "throughput": [], "fsdp": []}) == {}, "nothing measured, nothing claimed"
     assert "- compile_never_slower: NOT met" in gpu_check.markdown(
         {"device": "GPU", "torch": "2.13", "cuda": "13.0", "commit": "abc", "date": "today"}, _rows(compiled_ms=11.0))
+
+
+def test_a_row_skipped_for_a_missing_package_or_left_unmeasured_counts_for_no_goal():
+    rows = _rows()
+    rows["models"].append({"model": "tirex", "precision": "fp16", "status": "skipped: needs the package tirex-ts"})
+    rows["fsdp"][1] = {"configuration": "fsdp_offload", "state_on_gpu_mb": None, "status": "ok"}  # a log line unread
+    found = gpu_check.goals(rows)
+    assert found["amp_every_model_finite"] is True and "offload_state_on_gpu_le_20pct" not in found
+    rows["models"].append({"model": "patchtst", "precision": "compile", "status": "RuntimeError: ..."})
+    assert gpu_check.goals(rows)["compile_never_slower"] is False, "a compiled run that failed is not faster"
+
+
+def test_a_missing_package_is_a_skip_and_a_failure_keeps_its_first_line():
+    from utils.errors import ConfigError
+    assert gpu_check.failure(ConfigError("model tirex: needs the package tirex-ts: pip install -r "
+                                         "requirements-foundation.txt")) == "skipped: needs the package tirex-ts"
+    assert gpu_check.failure(RuntimeError("CUDA error: an illegal memory access\nmore")) == \
+        "RuntimeError: CUDA error: an illegal memory access"
+    assert gpu_check.failed("RuntimeError: x") and not gpu_check.failed("ok") and not gpu_check.failed("skipped: y")
+
+
+def test_the_compiled_then_the_riskiest_models_run_first():
+    order = gpu_check.model_order(["autoformer", "deepar", "dlinear", "itransformer", "tirex", "patchtst"],
+                                  ["dlinear", "patchtst"])
+    assert order == ["dlinear", "patchtst", "deepar", "tirex", "autoformer", "itransformer"]
+
+
+def test_a_process_that_outlives_its_time_is_stopped_with_its_children(monkeypatch):
+    import sys
+    monkeypatch.setattr(gpu_check, "SUBPROCESS_SECONDS", 1)
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); " \
+            "print('started', flush=True); time.sleep(60)"
+    with pytest.raises(RuntimeError, match="stopped after 1 s"):
+        gpu_check.bounded([sys.executable, "-c", child], ".")
+    assert gpu_check.bounded([sys.executable, "-c", "print('done')"], ".") == (0, "done\n")
+
+
+def test_after_a_broken_cuda_context_the_rest_goes_on_in_a_new_process_appending_to_the_report(monkeypatch,
+                                                                                              tmp_path):
+    """Only CUDA breaks a process's context; the command that carries on is checked here: the script's own parser
+    takes it, and it runs the models left, appending to the same report."""
+    started = []
+    monkeypatch.setattr(gpu_check.subprocess, "run", lambda cmd, cwd: started.append(cmd))
+    a = gpu_check.parse(["--out", str(tmp_path), "--device", "cpu", "--models", "tirex,dlinear,timer_xl",
+                         "--compile_models", "dlinear", "--steps", "3", "--tiny"])
+    report = gpu_check.Report(str(tmp_path), {"commit": "abc"})
+    gpu_check.continue_elsewhere(report, a, ["dlinear", "timer_xl"])
+    (cmd,) = started
+    assert cmd[1:3] == ["-m", "scripts.benchmark.gpu_check"]
+    again = gpu_check.parse(cmd[3:])
+    assert (again.parts, again.models, again.compile_models, again.steps, again.commit, again.append, again.tiny) == \
+        (["models"], ["dlinear", "timer_xl"], ["dlinear"], 3, "abc", True, True)
