@@ -33,20 +33,22 @@ def test_type1_matches_tslib_timing_and_type3_matches_patchtst():
     assert _per_epoch("constant", 10) == [1] * 10
 
 
-def test_type3_08_official_is_the_official_loop_with_its_unstepped_one_cycle():
-    """SegRNN's official loop: Adam, a OneCycleLR built and never stepped, adjust_learning_rate(epoch + 1) after
-    each epoch (type3: x0.8 from its epoch 4); per step, the same lr and the same Adam betas."""
+@pytest.mark.parametrize("name, decay", [("type3_08_official", 0.8), ("type3_official", 0.9)])
+def test_type3_official_is_the_official_loop_with_its_unstepped_one_cycle(name, decay):
+    """SegRNN's official loop (x0.8) and PatchTST's and PDF's (x0.9): Adam, a OneCycleLR built and never stepped,
+    adjust_learning_rate(epoch + 1) after each epoch (type3: x decay from its epoch 4); per step, the same lr and the
+    same Adam betas."""
     lr, steps = 3e-4, 3
     reference = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
     torch.optim.lr_scheduler.OneCycleLR(reference, max_lr=lr, steps_per_epoch=steps, epochs=30, pct_start=0.3)
     ours = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
-    scheduler = build_scheduler(ours, "type3_08_official", ScheduleContext(steps, 30, lr, 0.3), 1.0, 0.0)
+    scheduler = build_scheduler(ours, name, ScheduleContext(steps, 30, lr, 0.3), 1.0, 0.0)
     for epoch in range(8):
         for _ in range(steps):
             assert ours.param_groups[0]["lr"] == pytest.approx(reference.param_groups[0]["lr"], rel=1e-12)
             assert ours.param_groups[0]["betas"] == reference.param_groups[0]["betas"] == (0.95, 0.999)
             scheduler.step()
-        reference.param_groups[0]["lr"] = lr if epoch + 1 < 3 else lr * 0.8 ** (epoch + 1 - 3)
+        reference.param_groups[0]["lr"] = lr if epoch + 1 < 3 else lr * decay ** (epoch + 1 - 3)
     assert torch.optim.Adam([nn.Parameter(torch.zeros(1))]).param_groups[0]["betas"] == (0.9, 0.999)
     plain = torch.optim.Adam([nn.Parameter(torch.zeros(1))], lr=lr)
     build_scheduler(plain, "type3_08", ScheduleContext(steps, 30, lr, 0.3), 1.0, 0.0)

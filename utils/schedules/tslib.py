@@ -29,9 +29,14 @@ def _type3_08(epoch: int, h: ScheduleContext) -> float:
     return 0.8 ** max(epoch - 3, 0)
 
 
-def _type3_08_official(epoch: int, h: ScheduleContext) -> float:
-    """The official loop builds a OneCycleLR it steps only under TST: building it leaves the first epoch at lr/25."""
-    return 1 / ONE_CYCLE_DIV if epoch == 0 else _type3_08(epoch, h)
+def _unstepped_one_cycle(schedule):
+    """`schedule` as PatchTST's official loop (and those built on it) trains it: the loop builds a OneCycleLR it steps
+    only under TST, and building it leaves the first epoch at lr/25."""
+    return lambda epoch, h: 1 / ONE_CYCLE_DIV if epoch == 0 else schedule(epoch, h)
+
+
+def _type3(epoch: int, h: ScheduleContext) -> float:
+    return 0.9 ** max(epoch - 3, 0)
 
 
 def _cosine_between(start: float, end: float, pct: float) -> float:
@@ -65,10 +70,13 @@ SCHEDULES = [
     per_epoch("type4", lambda e, h: 0.995 ** max(e - 1, 0),
               "1, 1, 0.995, 0.995^2, ... per epoch (FiLM's official code)"),
     per_epoch("type2", _type2, "TSLib's table: 5e-5 from epoch 3, 1e-5 from epoch 5, ... (x world factor)"),
-    per_epoch("type3", lambda e, h: 0.9 ** max(e - 3, 0), "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
+    per_epoch("type3", _type3, "1, 1, 1, 1, 0.9, 0.81, ... per epoch (PatchTST)"),
+    per_epoch("type3_official", _unstepped_one_cycle(_type3),
+              "type3 as the official PatchTST and PDF code trains: the first epoch at lr/25 and Adam's beta1 0.95 "
+              "(its OneCycleLR, built and never stepped)", beta1=lambda s, h: ONE_CYCLE_MAX_MOMENTUM),
     per_epoch("type3_08", _type3_08,
               "1, 1, 1, 1, 0.8, 0.64, ... per epoch (type3 of SparseTSF's and SegRNN's official code)"),
-    per_epoch("type3_08_official", _type3_08_official,
+    per_epoch("type3_08_official", _unstepped_one_cycle(_type3_08),
               "type3_08 as the official SegRNN/SparseTSF/CycleNet code trains: the first epoch at lr/25 and "
               "Adam's beta1 0.95 (its OneCycleLR, built and never stepped)", beta1=lambda s, h: ONE_CYCLE_MAX_MOMENTUM),
     per_epoch("cosine", lambda e, h: 0.5 * (1 + math.cos(math.pi * e / h.train_epochs)), "cosine per epoch"),
