@@ -34,7 +34,6 @@ import io
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import signal
@@ -59,6 +58,7 @@ from scripts.benchmark.launch import peak_rss  # noqa: E402
 from scripts.sweep import torchrun_command  # noqa: E402
 from utils import cli  # noqa: E402
 from utils.errors import ConfigError  # noqa: E402
+from utils.provenance import provenance  # noqa: E402
 
 PARTS = ("models", "throughput", "fsdp")
 PRECISIONS = {"fp32": [], "fp16": ["--use_amp", "--amp_dtype", "fp16"], "bf16": ["--use_amp", "--amp_dtype", "bf16"],
@@ -136,18 +136,13 @@ def write_atomically(path: str, text: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-def machine_facts(device: torch.device, commit: str) -> dict:
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    return {"device": name, "device_type": device.type, "torch": torch.__version__, "cuda": torch.version.cuda,
+def machine_facts(device: torch.device, commit: str | None) -> dict:
+    """What the check ran on and with what code (utils/provenance.py's record; --commit where no .git travelled)."""
+    found = provenance()
+    if commit is None:
+        commit = (found["git_commit"] or "unknown")[:7] + ("+changes" if found["git_dirty"] else "")
+    return {"device": found["device"], "device_type": device.type, "torch": found["torch"], "cuda": torch.version.cuda,
             "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-
-
-def current_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def failure(e: BaseException) -> str:
@@ -533,7 +528,7 @@ def main(argv=None) -> None:
     a = parse(argv)
     os.makedirs(a.out, exist_ok=True)
     folder = os.path.abspath(a.out)
-    report = Report(folder, machine_facts(torch.device(a.device), a.commit or current_commit()), a.append)
+    report = Report(folder, machine_facts(torch.device(a.device), a.commit), a.append)
     print(f"GPU check on {report.machine['device']}, torch {torch.__version__}, commit {report.machine['commit']}",
           flush=True)
     start = time.perf_counter()
