@@ -30,7 +30,7 @@ import torch
 
 from data_provider.datasets import ratio_split
 from data_provider.scaling import StandardScale
-from data_provider.windows import Batch
+from data_provider.windows import Batch, to_device
 from utils import cli
 from utils.errors import ConfigError
 from utils.fingerprints import file_fingerprint
@@ -308,9 +308,9 @@ class CorpusWindows:
             mean = inputs.mean(1, keepdim=True)
             std = torch.sqrt(inputs.var(1, unbiased=False, keepdim=True) + 1e-5)
             mean, std = mean.float(), std.float()
-        window = ((window - mean) / std).unsqueeze(-1).to(self.device, non_blocking=True)
+        window = to_device(((window - mean) / std).unsqueeze(-1), self.device)
         position = torch.from_numpy(start - index["offset"][series] + index["row"][series])
-        return Batch(window[:, :self.seq_len], window[:, self.y_index], None, position.to(self.device))
+        return Batch(window[:, :self.seq_len], window[:, self.y_index], None, to_device(position, self.device))
 
 
 def main(argv=None) -> None:

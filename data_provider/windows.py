@@ -22,6 +22,19 @@ import torch
 GATHER_BYTES = 1 << 20
 
 
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor (a batch's window indices) onto `device` without waiting for it.
+
+    A plain copy from pageable memory to a GPU synchronises the stream: once per gather, the host would wait for the
+    kernels it had queued ahead, and the GPU then for the host to launch the next step (the first GPU check found our
+    loop 19-21% behind the model-only limit for DLinear and iTransformer: docs/performance.md). From pinned memory the
+    copy is asynchronous, and the caching host allocator keeps the pinned block until the copy has run.
+    """
+    if tensor.device.type == "cpu" and device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 class Batch(NamedTuple):
     x: torch.Tensor              # (B, seq_len, C), a view
     y: torch.Tensor              # (B, len(y_offsets), C)
@@ -99,8 +112,8 @@ class WindowDataset:
     def gather(self, idx: torch.Tensor) -> Batch:
         """Windows `idx` (positions in this dataset) as one batch: x and y are views of one gathered block."""
         if self.subset is not None:  # on the series' device (random_subset), or on the CPU (sampled)
-            idx = self.subset[idx.to(self.subset.device)]
-        idx = idx.to(self.series.device)
+            idx = self.subset[to_device(idx, self.subset.device)]
+        idx = to_device(idx, self.series.device)
         if self.univariate:
             start = idx % self.n_starts
             window = self.windows[start, :, idx // self.n_starts].unsqueeze(-1)  # (B, W, 1)
@@ -158,8 +171,8 @@ class SeriesWindows:
     def origins(self, idx: torch.Tensor) -> tuple:
         """(series, origin) of windows `idx` (positions in this dataset)."""
         if self.subset is not None:
-            idx = self.subset[idx.to(self.subset.device)]
-        idx = idx.to(self.flat.device)
+            idx = self.subset[to_device(idx, self.subset.device)]
+        idx = to_device(idx, self.flat.device)
         series, slot = idx // self.slots, idx % self.slots
         return series, self.first[series] + slot * self.count[series] // self.slots
 

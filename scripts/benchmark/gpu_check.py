@@ -2,7 +2,7 @@
 throughput against the model-only limit and Time-Series-Library's own loop, FSDP with CPU offload and activation
 checkpointing; one JSON and one markdown table, with the GPU's name and the commit.
 
-    python -m scripts.benchmark.gpu_check --out DIR [--tslib DIR] [--commit SHA]        # one GPU, about 8 minutes
+    python -m scripts.benchmark.gpu_check --out DIR [--tslib DIR] [--commit SHA]   # one GPU: 11-13 min on an H200
     python -m scripts.benchmark.gpu_check --out DIR --device cpu --tiny --models dlinear  # the suite's check
 
 Parts (--parts; each configuration that fails is recorded with its error line, and the check goes on; they run as
@@ -10,13 +10,15 @@ throughput, fsdp, then models, the longest, so that a time limit cuts off only t
   models      every registered model (--models) trained --steps optimizer steps then as many again (the step time
               is the second half's), validated and tested on --windows windows, at batch --batch_size: in fp32, with
               --use_amp --amp_dtype fp16 (GradScaler) and with --use_amp --amp_dtype bf16; --compile_models also
-              compiled (fp32). Each model at its own default hyper-parameters (--tiny: its contract-test values),
-              lookback 192, tokens and horizon 96, direct where it can be, in this process: step time, peak GPU
-              memory, the last training loss and the test MSE, both finite or the row fails.
+              compiled (fp32). Each model at its ETTh1 script's hyper-parameters (scripts/make_scripts.py; its
+              defaults where it has none; --tiny: its contract-test values), lookback 192, tokens and horizon 96,
+              direct where it can be, in this process: step time, peak GPU memory, the last training loss and the
+              test MSE, both finite or the row fails.
   throughput  DLinear, PatchTST, iTransformer, Timer-XL and Autoformer (an encoder-decoder) at the settings of
               scripts/benchmark/throughput.py on ETTh1-shaped data: training windows/s of our loop over an epoch
-              and of the model-only limit (one pre-built batch), the better of --rounds rounds; with --tslib, TSLib's
-              run.py for one epoch of the models it has, same settings and data, its own "cost time".
+              and of the model-only limit (one pre-built batch), the better of --rounds rounds, and on CUDA the
+              host-device synchronisations per step of our loop; with --tslib, TSLib's run.py for two epochs of the
+              models it has, same settings and data, its own "cost time" of the second.
   fsdp        a 100M-parameter Timer-XL (--tiny: a small one), one rank under torchrun: plain, --fsdp, + --cpu_offload,
               + --activation_checkpointing, both (offload on CUDA only), 2 x --fsdp_steps steps: peak GPU memory, the
               parameters + optimizer state left on the GPU, seconds per step of the second half; each checkpoint then
@@ -27,6 +29,7 @@ what it measured. The goals of issue 49 are read off the table at the end. Numbe
 does not fail the command.
 """
 import argparse
+import collections
 import contextlib
 import csv
 import gc
@@ -42,6 +45,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, HERE)
@@ -52,6 +56,7 @@ import models  # noqa: E402
 import run  # noqa: E402
 from data_provider import synthetic  # noqa: E402
 from exp.flags import hyperparameter_flags  # noqa: E402
+from scripts import make_scripts  # noqa: E402
 from scripts.benchmark import throughput  # noqa: E402
 from scripts.benchmark.fsdp_memory import MODEL as TIMER_XL_100M  # noqa: E402
 from scripts.benchmark.launch import peak_rss  # noqa: E402
@@ -78,6 +83,7 @@ FSDP = {"plain": ("timer_xl", []), "fsdp": ("timer_xl", ["--fsdp"]),
         "patchtst_fsdp": ("patchtst", ["--fsdp"]), "patchtst_fsdp_offload": ("patchtst", ["--fsdp", "--cpu_offload"])}
 PATCHTST_SMALL = ["--seq_len", "96", "--output_token_len", "96", "--nonautoregressive", "--d_model", "64", "--d_ff",
                   "128", "--e_layers", "2", "--n_heads", "4", "--patch_len", "16", "--stride", "8"]
+SYNC_STEPS = 60  # throughput: the steps over which our loop's synchronisations are counted
 SUBPROCESS_SECONDS = 300  # a run.py or TSLib process that takes longer is stopped: a hang must not eat the lease
 TINY = {"throughput": ["--d_model", "16", "--d_ff", "32", "--e_layers", "1", "--d_layers", "1", "--n_heads", "2",
                        "--seq_len", "96", "--input_token_len", "48"],
@@ -98,21 +104,29 @@ def etth1_shaped(folder: str) -> str:
 
 
 class Report:
-    """The rows measured so far, written to DIR/gpu_check.json and DIR/gpu_check.md after each one."""
+    """The rows measured so far, written to DIR/gpu_check.json and DIR/gpu_check.md after each one. Each row keeps the
+    commit that measured it (an --append run may be of later code); `planned`: the names each part means to measure
+    (part or "compile_models" -> names), so that a goal with rows still missing reads incomplete, not met."""
 
-    def __init__(self, folder: str, machine: dict, append: bool = False):
-        self.folder, self.machine, self.rows = folder, machine, {part: [] for part in PARTS}
+    def __init__(self, folder: str, machine: dict, planned: dict, append: bool = False):
+        self.folder, self.machine, self.planned = folder, machine, planned
+        self.rows = {part: [] for part in PARTS}
         self.last = time.perf_counter()
         if append:
             self.reload()
 
     def reload(self) -> None:
-        """The rows a run before (or a process this one started) wrote, if any."""
+        """The rows a run before (or a process this one started) wrote, if any, and what it planned besides."""
         path = os.path.join(self.folder, "gpu_check.json")
         if os.path.isfile(path):
             with open(path) as f:
                 found = json.load(f)
-            self.rows = {part: found.get(part, []) for part in PARTS}
+            earlier = found["machine"]["commit"]
+            self.rows = {part: [{**row, "commit": row.get("commit", earlier)} for row in found.get(part, [])]
+                         for part in PARTS}
+            before = found.get("planned", {})
+            self.planned = {key: list(dict.fromkeys([*before.get(key, []), *self.planned.get(key, [])]))
+                            for key in {*before, *self.planned}}
 
     def done(self, part: str, **key) -> bool:
         return any(all(row.get(k) == v for k, v in key.items()) for row in self.rows[part])
@@ -120,14 +134,15 @@ class Report:
     def add(self, part: str, row: dict) -> None:
         now = time.perf_counter()
         row["seconds"], self.last = now - self.last, now  # the configuration's wall time, start-up included
-        self.rows[part].append(row)
         logline = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
                            if k != "detail")
         print(f"[{part}] {logline}", flush=True)
+        self.rows[part].append({**row, "commit": self.machine["commit"]})
         # whole files or none: a lease's time limit may stop this process in the middle of a write
         write_atomically(os.path.join(self.folder, "gpu_check.json"),
-                         json.dumps({"machine": self.machine, **self.rows, "goals": goals(self.rows)}, indent=1))
-        write_atomically(os.path.join(self.folder, "gpu_check.md"), markdown(self.machine, self.rows))
+                         json.dumps({"machine": self.machine, "planned": self.planned, **self.rows,
+                                     "goals": goals(self.rows, self.planned)}, indent=1))
+        write_atomically(os.path.join(self.folder, "gpu_check.md"), markdown(self.machine, self.rows, self.planned))
 
 
 def write_atomically(path: str, text: str) -> None:
@@ -195,9 +210,21 @@ def peak_gpu_mb(device: torch.device) -> float | None:
 
 
 # ---- part 1: every model, every precision --------------------------------------------------------------------
+def script_sizes(name: str) -> dict:
+    """The model's own hyper-parameters as its ETTh1 script sets them at horizon 96 (scripts/make_scripts.py), the
+    sizes users train; {} (its defaults) where it has no such script. Defaults can be far larger: TimesNet's (d_model
+    512, d_ff 2048; the script's 16 and 32) took 18 GB and 5 minutes for its three rows on an H200."""
+    found = make_scripts.MODELS[name]("ETTh1") if name in make_scripts.MODELS else None
+    if found is None:
+        return {}
+    flags, _ = found
+    own = models.hyperparameters(name)
+    return {key: value[96] if isinstance(value, dict) else value for key, value in flags.items() if key in own}
+
+
 def model_run_flags(name: str, a, data_root: str, folder: str) -> list:
     caps = models.capabilities(name)
-    sizes = hyperparameter_flags(models.tiny_hyperparameters(name)) if a.tiny else []
+    sizes = hyperparameter_flags(models.tiny_hyperparameters(name) if a.tiny else script_sizes(name))
     lengths = ["--seq_len", "48", "--input_token_len", "16", "--output_token_len", "16", "--label_len", "16"] \
         if a.tiny else ["--seq_len", "192", "--input_token_len", "96", "--output_token_len", "96", "--label_len", "48"]
     return ["--model", name, "--data", "ETTh1", "--root_path", os.path.join(data_root, "ETT-small"), *lengths,
@@ -313,6 +340,19 @@ def bounded(cmd: list, cwd: str, env: dict | None = None) -> tuple:
     return proc.returncode, output
 
 
+def syncs_per_step(exp, steps: int) -> float:
+    """Host-device synchronisations per training step of our loop, as torch's sync debug mode reports them: each one
+    empties the GPU's queue of work, and an overhead-bound model's GPU then waits while the host launches the next."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            throughput.ours(exp, steps)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught) / (steps + 3)  # ours() warms up with 3 steps first
+
+
 def measure_throughput(name: str, a, data_root: str) -> dict:
     device = torch.device(a.device)
     row = {"model": name}
@@ -326,6 +366,8 @@ def measure_throughput(name: str, a, data_root: str) -> dict:
         ours_s, limit_s = throughput.minima(rounds)
         row.update(windows=windows, ours_windows_s=windows / ours_s, limit_windows_s=windows / limit_s,
                    ours_over_limit=ours_s / limit_s, peak_gpu_mb=peak_gpu_mb(device))
+        if device.type == "cuda":
+            row["syncs_per_step"] = syncs_per_step(exp, a.throughput_steps or SYNC_STEPS)
         if a.tslib and name in TSLIB_NAMES:
             if a.throughput_steps is not None:  # TSLib trains a whole epoch
                 ours_s, _ = throughput.ours(exp, None)
@@ -425,28 +467,48 @@ def number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def goals(rows: dict) -> dict:
-    """Issue 49's goals read off the rows measured: True (met) or False, and absent where nothing measured them. A row
-    skipped for a package the machine lacks counts for neither."""
-    found = {}
+def verdict(met: bool, planned: list, measured: set, what: str) -> str:
+    """met / NOT met over the rows measured; a goal met so far whose planned rows are not all there is incomplete."""
+    missing = [name for name in planned if name not in measured]
+    if not met:
+        return "NOT met"
+    if missing:
+        return f"incomplete: {len(missing)} of {len(planned)} {what} not measured ({', '.join(missing)})"
+    return "met"
+
+
+def goals(rows: dict, planned: dict | None = None) -> dict:
+    """Issue 49's goals read off the rows measured: met, NOT met, or incomplete where rows of `planned` (part or
+    "compile_models" -> names) are missing; absent where nothing measured them. A row skipped for a package the
+    machine lacks counts for neither."""
+    planned, found = planned or {}, {}
     model_rows = [r for r in rows["models"] if not r["status"].startswith("skipped")]
+    skipped = {r["model"] for r in rows["models"] if r["status"].startswith("skipped")}
     amp = [r for r in model_rows if r["precision"] in ("fp16", "bf16")]
     if amp:
-        found["amp_every_model_finite"] = all(r["status"] == "ok" for r in amp)
+        both = {m for m in {r["model"] for r in amp}
+                if {r["precision"] for r in amp if r["model"] == m} == {"fp16", "bf16"}}
+        found["amp_every_model_finite"] = verdict(all(r["status"] == "ok" for r in amp), planned.get("models", []),
+                                                  both | skipped, "models")
     eager = {r["model"]: r.get("step_ms") for r in model_rows if r["precision"] == "fp32"}
-    compiled = [(eager.get(r["model"]), r.get("step_ms")) for r in model_rows if r["precision"] == "compile"]
+    compiled = [r for r in model_rows if r["precision"] == "compile"]
     if compiled:
-        found["compile_never_slower"] = all(number(e) and number(c) and c <= e for e, c in compiled)
+        faster = all(number(eager.get(r["model"])) and number(r.get("step_ms")) and r["step_ms"] <= eager[r["model"]]
+                     for r in compiled)
+        found["compile_never_slower"] = verdict(faster, planned.get("compile_models", []),
+                                                {r["model"] for r in compiled} | skipped, "compiled models")
     speed = [r for r in rows["throughput"] if r["status"] == "ok" and number(r.get("ours_over_limit"))]
     if speed:
-        found["within_10pct_of_limit"] = all(r["ours_over_limit"] <= 1.10 for r in speed)
+        measured = {r["model"] for r in speed}
+        found["within_10pct_of_limit"] = verdict(all(r["ours_over_limit"] <= 1.10 for r in speed),
+                                                 planned.get("throughput", []), measured, "models")
         versus = [r["ours_over_tslib"] for r in speed
                   if r["model"] in ("dlinear", "patchtst") and number(r.get("ours_over_tslib"))]
         if versus:
-            found["2x_tslib_dlinear_patchtst"] = all(v >= 2 for v in versus)
+            found["2x_tslib_dlinear_patchtst"] = verdict(all(v >= 2 for v in versus), [], measured, "models")
     state = {r["configuration"]: r.get("state_on_gpu_mb") for r in rows["fsdp"] if r["status"] == "ok"}
     if number(state.get("plain")) and number(state.get("fsdp_offload")):
-        found["offload_state_on_gpu_le_20pct"] = state["fsdp_offload"] <= 0.2 * state["plain"]
+        found["offload_state_on_gpu_le_20pct"] = verdict(state["fsdp_offload"] <= 0.2 * state["plain"], [], set(), "")
     return found
 
 
@@ -461,24 +523,28 @@ def table(rows: list, columns: list) -> list:
         ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
 
 
-def markdown(machine: dict, rows: dict) -> str:
-    lines = [f"# GPU check: {machine['device']}", "",
-             f"torch {machine['torch']} (CUDA {machine['cuda']}), commit {machine['commit']}, {machine['date']}", ""]
+def markdown(machine: dict, rows: dict, planned: dict | None = None) -> str:
+    commits = collections.Counter(row["commit"] for part in PARTS for row in rows[part] if "commit" in row)
+    code = "commits " + ", ".join(f"{c} ({n} rows)" for c, n in commits.items()) if len(commits) > 1 else \
+        f"commit {next(iter(commits), machine['commit'])}"
+    by = ["commit"] if len(commits) > 1 else []
+    lines = [f"# GPU check: {machine['device']}", "", f"torch {machine['torch']} (CUDA {machine['cuda']}), {code}, "
+             f"{machine['date']}", ""]
     if rows["models"]:
         lines += ["## Every model: one short run per precision", ""]
         lines += table(rows["models"], ["model", "precision", "step_ms", "peak_gpu_mb", "train_loss", "test_mse",
-                                        "seconds", "status"]) + [""]
+                                        "seconds", "status", *by]) + [""]
     if rows["throughput"]:
         lines += ["## Training throughput (windows/s)", ""]
         lines += table(rows["throughput"], ["model", "ours_windows_s", "limit_windows_s", "ours_over_limit",
-                                            "tslib_windows_s", "ours_over_tslib", "peak_gpu_mb", "seconds",
-                                            "status"]) + [""]
+                                            "tslib_windows_s", "ours_over_tslib", "syncs_per_step", "peak_gpu_mb",
+                                            "seconds", "status", *by]) + [""]
     if rows["fsdp"]:
         lines += ["## FSDP, one rank", ""]
         lines += table(rows["fsdp"], ["configuration", "model", "parameters", "peak_gpu_mb", "state_on_gpu_mb",
                                       "state_mb", "s_per_step", "test_mse", "plain_test_mse", "seconds",
-                                      "status"]) + [""]
-    lines += ["## Goals", ""] + [f"- {goal}: {'met' if met else 'NOT met'}" for goal, met in goals(rows).items()]
+                                      "status", *by]) + [""]
+    lines += ["## Goals", ""] + [f"- {goal}: {state}" for goal, state in goals(rows, planned).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -528,7 +594,10 @@ def main(argv=None) -> None:
     a = parse(argv)
     os.makedirs(a.out, exist_ok=True)
     folder = os.path.abspath(a.out)
-    report = Report(folder, machine_facts(torch.device(a.device), a.commit), a.append)
+    planned = {"models": a.models if "models" in a.parts else [],
+               "compile_models": [m for m in a.compile_models if m in a.models] if "models" in a.parts else [],
+               "throughput": list(THROUGHPUT) if "throughput" in a.parts else []}
+    report = Report(folder, machine_facts(torch.device(a.device), a.commit), planned, a.append)
     print(f"GPU check on {report.machine['device']}, torch {torch.__version__}, commit {report.machine['commit']}",
           flush=True)
     start = time.perf_counter()
@@ -541,7 +610,7 @@ def main(argv=None) -> None:
             fsdp_part(report, a, data_root, work)
         if "models" in a.parts:
             models_part(report, a, data_root, work)
-    print(markdown(report.machine, report.rows))
+    print(markdown(report.machine, report.rows, report.planned))
     print(f"{time.perf_counter() - start:.0f} s; written to {folder}/gpu_check.json and gpu_check.md")
 
 
