@@ -486,10 +486,10 @@ def goals(rows: dict, planned: dict | None = None) -> dict:
     skipped = {r["model"] for r in rows["models"] if r["status"].startswith("skipped")}
     amp = [r for r in model_rows if r["precision"] in ("fp16", "bf16")]
     if amp:
-        both = {m for m in {r["model"] for r in amp}
-                if {r["precision"] for r in amp if r["model"] == m} == {"fp16", "bf16"}}
+        wanted = {p for p in planned.get("precisions", ("fp16", "bf16")) if p in ("fp16", "bf16")}
+        every = {m for m in {r["model"] for r in amp} if wanted <= {r["precision"] for r in amp if r["model"] == m}}
         found["amp_every_model_finite"] = verdict(all(r["status"] == "ok" for r in amp), planned.get("models", []),
-                                                  both | skipped, "models")
+                                                  every | skipped, "models")
     eager = {r["model"]: r.get("step_ms") for r in model_rows if r["precision"] == "fp32"}
     compiled = [r for r in model_rows if r["precision"] == "compile"]
     if compiled:
@@ -594,7 +594,7 @@ def main(argv=None) -> None:
     a = parse(argv)
     os.makedirs(a.out, exist_ok=True)
     folder = os.path.abspath(a.out)
-    planned = {"models": a.models if "models" in a.parts else [],
+    planned = {"models": a.models if "models" in a.parts else [], "precisions": a.precisions,
                "compile_models": [m for m in a.compile_models if m in a.models] if "models" in a.parts else [],
                "throughput": list(THROUGHPUT) if "throughput" in a.parts else []}
     report = Report(folder, machine_facts(torch.device(a.device), a.commit), planned, a.append)

@@ -72,6 +72,10 @@ def test_a_goal_met_by_the_rows_so_far_is_incomplete_while_planned_rows_are_miss
     assert found["amp_every_model_finite"] == found["compile_never_slower"] == "met"
     rows["models"][1]["status"] = "non-finite"
     assert gpu_check.goals(rows, planned)["amp_every_model_finite"] == "NOT met", "a failure outranks a gap"
+    rows["models"][1]["status"] = "ok"
+    fp16_only = {**planned, "precisions": ["fp32", "fp16"]}
+    rows["models"] = [r for r in rows["models"] if r["precision"] != "bf16"]
+    assert gpu_check.goals(rows, fp16_only)["amp_every_model_finite"] == "met", "only the precisions planned"
 
 
 def test_a_report_appended_by_later_code_keeps_each_rows_commit_and_the_union_of_the_plans(tmp_path):
