@@ -212,8 +212,8 @@ def peak_gpu_mb(device: torch.device) -> float | None:
 # ---- part 1: every model, every precision --------------------------------------------------------------------
 def script_sizes(name: str) -> dict:
     """The model's own hyper-parameters as its ETTh1 script sets them at horizon 96 (scripts/make_scripts.py), the
-    sizes users train; {} (its defaults) where it has no such script. Defaults can be far larger: TimesNet's (d_model
-    512, d_ff 2048; the script's 16 and 32) took 18 GB and 5 minutes for its three rows on an H200."""
+    sizes users train; {} (its defaults) where it has no such script. Defaults can be far larger: at TimesNet's (d_model
+    512, d_ff 2048; the script's 16 and 32) its fp32 and fp16 rows took 18 GB and 75 and 88 s on an H200."""
     found = make_scripts.MODELS[name]("ETTh1") if name in make_scripts.MODELS else None
     if found is None:
         return {}
