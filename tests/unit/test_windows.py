@@ -8,7 +8,7 @@ from torch.utils.data import DistributedSampler
 
 from data_provider.factory import split_bounds, time_features
 from data_provider.windows import (ShuffledShard, WindowDataset, autoregressive_offsets, direct_offsets, eval_loader,
-                                   eval_windows, train_loader)
+                                   eval_windows, to_device, train_loader)
 from models.base import Capabilities
 from models.contract import model_inputs
 
@@ -172,3 +172,17 @@ def test_an_epoch_of_drawn_windows_is_the_first_of_its_permutation_and_the_same_
     assert not torch.equal(first, one.take(0, 28)), "each epoch draws anew"
     assert len(ShuffledShard(1000, 0, 2, seed=7, step_windows=64, lazy=True, per_epoch=30)) == 64, \
         "an epoch holds at least one global step"
+
+
+def test_indices_reach_a_gpu_from_pinned_memory_without_a_stream_sync(monkeypatch):
+    """A plain copy from pageable memory to a GPU synchronises the stream once per gather (the first H200 check found
+    our loop 19-21% behind the model-only limit for DLinear and iTransformer); to_device pins the indices and copies
+    them asynchronously. On the CPU nothing changes. The copies are recorded here, as no GPU is at hand."""
+    copies, pinned = [], []
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: pinned.append(self) or self)
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, device, non_blocking=False: copies.append(
+        (torch.device(device).type, non_blocking)) or self)
+    idx = torch.arange(4)
+    to_device(idx, torch.device("cuda", 0))
+    to_device(idx, torch.device("cpu"))
+    assert copies == [("cuda", True), ("cpu", False)] and len(pinned) == 1
