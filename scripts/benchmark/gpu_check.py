@@ -350,7 +350,7 @@ def syncs_per_step(exp, steps: int) -> float:
             throughput.ours(exp, steps)
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message) for w in caught) / (steps + 3)  # ours() warms up with 3 steps first
+    return sum("synchroniz" in str(w.message) for w in caught) / (steps + throughput.WARMUP_STEPS)  # its warm-up too
 
 
 def measure_throughput(name: str, a, data_root: str) -> dict:

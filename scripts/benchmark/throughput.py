@@ -66,6 +66,7 @@ MODELS = {
                  "1024", "--d_ff", "2048", "--n_heads", "8", "--dropout", "0.1", "--use_norm", "--attention_form",
                  "openltm"],
 }
+WARMUP_STEPS = 3  # each measurement's untimed steps first
 MEASURED = ("dlinear", "patchtst", "sparsetsf", "autoformer", "amplifier", "softs")  # by this script, by default
 
 
@@ -134,7 +135,7 @@ def ours(exp: Experiment, steps: int | None) -> tuple:
     loader = limited(exp.trainer.loader, steps)
     optimizer = exp.trainer.build_optimizer()
     scheduler = build_scheduler(optimizer, "constant", ScheduleContext(len(loader), 1, 1.0, 0.2), 1.0, 0)
-    train_pass(exp, limited(loader, 3), optimizer, scheduler)
+    train_pass(exp, limited(loader, WARMUP_STEPS), optimizer, scheduler)
     seconds = timed(lambda: train_pass(exp, loader, optimizer, scheduler), exp.env.device)
     return seconds, len(loader.order)
 
@@ -209,7 +210,7 @@ def prebuilt(exp: Experiment) -> tuple:
 def model_only(exp: Experiment, n_steps: int) -> float:
     step = prebuilt(exp)
     optimizer = exp.trainer.build_optimizer()  # built outside the timing, as ours() builds its own
-    train_steps(exp, optimizer, [step] * 3)
+    train_steps(exp, optimizer, [step] * WARMUP_STEPS)
     return timed(lambda: train_steps(exp, optimizer, [step] * n_steps), exp.env.device)
 
 
