@@ -10,10 +10,67 @@ from models.layers.normalization import denormalize, normalize
 from models.layers.outputs import channels_last, split_points
 
 
+# From this kernel size on, the CPU runs a depthwise convolution as Toeplitz matrix products: faster than oneDNN's
+# depthwise kernel from 25 on (1.3-1.5x at 25 and 31, 3.1x at 51, 4.1x at 101), slower at 5 and 13 (forward and
+# backward, ModernTCN's ETTh1 sizes, one thread: scripts/benchmark/moderntcn_convs.py, docs/performance.md).
+TOEPLITZ_FROM = 25
+
+
+class DepthwiseConv1d(nn.Conv1d):
+    """A depthwise convolution: one filter per channel, no bias, odd kernel, the length kept.
+
+    On the CPU a long kernel is applied as batched matrix products, with the same weight and the same function:
+    the padded sequence is cut into tiles of T = min(N, 2K) outputs (each with its K - 1 neighbours), and each
+    channel's tiles are multiplied by that channel's T x (T + K - 1) Toeplitz matrix of its filter, so the work stays
+    about 3 times the direct convolution's at any length, at matrix-product speed."""
+
+    def __init__(self, channels: int, kernel: int):
+        super().__init__(channels, channels, kernel, padding=kernel // 2, groups=channels, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        K = self.kernel_size[0]
+        if x.device.type != "cpu" or K < TOEPLITZ_FROM:
+            return super().forward(x)
+        return self.toeplitz(x)
+
+    def toeplitz(self, x: torch.Tensor) -> torch.Tensor:
+        K = self.kernel_size[0]
+        B, C, N = x.shape
+        T = min(N, 2 * K)
+        n_tiles, span = -(-N // T), T + K - 1
+        padded = nn.functional.pad(x, (K // 2, K // 2 + n_tiles * T - N))
+        tiles = padded.unfold(-1, span, T).permute(1, 0, 2, 3).reshape(C, B * n_tiles, span)
+        lag = torch.arange(span, device=x.device)[None, :] - torch.arange(T, device=x.device)[:, None]
+        toeplitz = self.weight[:, 0, lag.clamp(0, K - 1)] * ((lag >= 0) & (lag < K))  # (C, T, span)
+        y = torch.bmm(tiles, toeplitz.transpose(1, 2))  # (C, B * n_tiles, T)
+        return y.reshape(C, B, n_tiles * T)[..., :N].transpose(0, 1)
+
+
+class GroupedPointwiseConv1d(nn.Conv1d):
+    """A grouped convolution of kernel 1: per group, one linear map of its channels at every position. On the CPU it
+    runs as one batched matrix product over the groups, the same function with the same weight and bias (oneDNN's
+    grouped kernel is 1.5-2x slower at ModernTCN's ETTh1 sizes, forward + backward, one thread)."""
+
+    def __init__(self, in_channels: int, out_channels: int, groups: int):
+        super().__init__(in_channels, out_channels, 1, groups=groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.device.type != "cpu":
+            return super().forward(x)
+        return self.matmul(x)
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        B, _, N = x.shape
+        g = self.groups
+        c_in, c_out = self.in_channels // g, self.out_channels // g
+        columns = x.view(B, g, c_in, N).permute(1, 2, 0, 3).reshape(g, c_in, B * N)
+        y = torch.baddbmm(self.bias.view(g, c_out, 1), self.weight.view(g, c_out, c_in), columns)
+        return y.view(g, c_out, B, N).permute(2, 0, 1, 3).reshape(B, g * c_out, N)
+
+
 def conv_norm(channels: int, kernel: int) -> nn.Sequential:
-    """A depthwise convolution (one filter per channel, no bias, the length kept) and its BatchNorm."""
-    return nn.Sequential(nn.Conv1d(channels, channels, kernel, padding=kernel // 2, groups=channels, bias=False),
-                         nn.BatchNorm1d(channels))
+    """A depthwise convolution and its BatchNorm."""
+    return nn.Sequential(DepthwiseConv1d(channels, kernel), nn.BatchNorm1d(channels))
 
 
 class Block(nn.Module):
@@ -31,10 +88,10 @@ class Block(nn.Module):
         self.large = conv_norm(M * D, large)
         self.small = conv_norm(M * D, small) if small else None
         self.norm = nn.BatchNorm1d(D)
-        self.ffn1 = nn.Sequential(nn.Conv1d(M * D, M * F, 1, groups=M), Dropout(dropout), nn.GELU(),
-                                  nn.Conv1d(M * F, M * D, 1, groups=M), Dropout(dropout))
-        self.ffn2 = nn.Sequential(nn.Conv1d(D * M, M * F, 1, groups=D), Dropout(dropout), nn.GELU(),
-                                  nn.Conv1d(M * F, D * M, 1, groups=D), Dropout(dropout))
+        self.ffn1 = nn.Sequential(GroupedPointwiseConv1d(M * D, M * F, M), Dropout(dropout), nn.GELU(),
+                                  GroupedPointwiseConv1d(M * F, M * D, M), Dropout(dropout))
+        self.ffn2 = nn.Sequential(GroupedPointwiseConv1d(D * M, M * F, D), Dropout(dropout), nn.GELU(),
+                                  GroupedPointwiseConv1d(M * F, D * M, D), Dropout(dropout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, M, D, N = x.shape
