@@ -11,8 +11,8 @@ from models.layers.outputs import channels_last, split_points
 
 
 # From this kernel size on, the CPU runs a depthwise convolution as Toeplitz matrix products: faster than oneDNN's
-# depthwise kernel from 25 on (1.3-1.5x at 25 and 31, 3.1x at 51, 4.1x at 101), slower at 5 and 13 (forward and
-# backward, ModernTCN's ETTh1 sizes, one thread: scripts/benchmark/moderntcn_convs.py, docs/performance.md).
+# depthwise kernel from 25 on (1.2-1.6x at 25 and 31, 1.9-2.6x at 51, 2.0-3.3x at 101), slower at 5 and 13
+# (0.77-0.99x); forward and backward, one thread (scripts/benchmark/moderntcn_convs.py, docs/performance.md).
 TOEPLITZ_FROM = 25
 
 
@@ -49,7 +49,7 @@ class DepthwiseConv1d(nn.Conv1d):
 class GroupedPointwiseConv1d(nn.Conv1d):
     """A grouped convolution of kernel 1: per group, one linear map of its channels at every position. On the CPU it
     runs as one batched matrix product over the groups, the same function with the same weight and bias (oneDNN's
-    grouped kernel is 1.5-2x slower at ModernTCN's ETTh1 sizes, forward + backward, one thread)."""
+    grouped kernel is 1.4-2.0x slower at ModernTCN's ETTh1 sizes, forward and backward, one thread)."""
 
     def __init__(self, in_channels: int, out_channels: int, groups: int):
         super().__init__(in_channels, out_channels, 1, groups=groups)
