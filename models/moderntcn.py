@@ -63,7 +63,7 @@ class GroupedPointwiseConv1d(nn.Conv1d):
         B, _, N = x.shape
         g = self.groups
         c_in, c_out = self.in_channels // g, self.out_channels // g
-        columns = x.view(B, g, c_in, N).permute(1, 2, 0, 3).reshape(g, c_in, B * N)
+        columns = x.reshape(B, g, c_in, N).permute(1, 2, 0, 3).reshape(g, c_in, B * N)
         y = torch.baddbmm(self.bias.view(g, c_out, 1), self.weight.view(g, c_out, c_in), columns)
         return y.view(g, c_out, B, N).permute(2, 0, 1, 3).reshape(B, g * c_out, N)
 
