@@ -39,7 +39,9 @@ def probsparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fact
     if causal:
         top_scores = top_scores.masked_fill(torch.arange(L_K, device=q.device) > top, float("-inf"))
     context = v.cumsum(2) if causal else v.mean(2, keepdim=True).expand(B, H, L_Q, v.shape[-1])
-    return context.scatter(2, top.expand(B, H, n_top, v.shape[-1]), torch.softmax(top_scores, dim=-1) @ v)
+    attended = torch.softmax(top_scores, dim=-1) @ v
+    # CUDA's autocast keeps the running sum in float32 and the product in half precision
+    return context.scatter(2, top.expand(B, H, n_top, v.shape[-1]), attended.to(context.dtype))
 
 
 class Attention(nn.Module):

@@ -171,7 +171,8 @@ class MultiScaleLayer(nn.Module):
         return (out + x if self.residual else out), (self._balance(gates, load) if self.training else None)
 
     def _router_input(self, z: torch.Tensor) -> torch.Tensor:  # z: (B, L, C)
-        L = z.shape[1]
+        # in float32 under --use_amp: no FFT takes bfloat16, and cuFFT's float16 only powers of two
+        z, L = z.float(), z.shape[1]
         spectrum = torch.fft.rfft(z, dim=1)
         band = spectrum[:, 1:(L + 1) // 2]  # without the mean and, for an even L, the Nyquist frequency
         strongest = band.abs().topk(SEASONAL_FREQUENCIES, dim=1).indices + 1

@@ -41,7 +41,8 @@ class Model(nn.Module):
     Device: the sLSTM cells use the publisher's pure-torch backend ("torch", load_model's default) on every device:
     the forecast runs where the input and the parameters are (CPU or GPU) and is differentiable. The CUDA kernels of
     the package's other backend (xlstm) are not used. The torch backend runs the recurrence in bfloat16, as the
-    publisher's does, outside any autocast (--use_amp), which would otherwise mix float16 into it.
+    publisher's does, outside any autocast (--use_amp), which would otherwise mix float16 into it; its recurrent
+    product is taken per head (slstm_recurrence), which keeps training's memory to that of the states.
 
     Deviations: the output head is applied to the last patch alone (the publisher applies it to every patch and keeps
     the last: the same values); TiRexZero leaves its sLSTM weights uninitialised (torch.empty) for a checkpoint to
@@ -81,9 +82,11 @@ class Model(nn.Module):
         self.n_quantiles = len(quantiles)
         self.hparams = {name: getattr(configs, name) for name in self.Config.__dataclass_fields__}
         self.tirex = tirex.TiRexZero(backend="torch", **architecture(configs))
+        pointwise = package("tirex.models.slstm.cell", DISTRIBUTION).sLSTMCellTorch.slstm_forward_pointwise
         for block in self.tirex.blocks:
             cell = block.slstm_layer.slstm_cell
             cell.__class__ = outside_autocast(type(cell))  # its state_dict keys and the publisher's code unchanged
+            cell._impl_forward_torch = functools.partial(slstm_recurrence, pointwise=pointwise)
         self._init_slstm()
 
     def _init_slstm(self) -> None:
@@ -167,6 +170,26 @@ def outside_autocast(cell_class: type) -> type:
 
     OutsideAutocast.__name__ = OutsideAutocast.__qualname__ = cell_class.__name__
     return OutsideAutocast
+
+
+def slstm_recurrence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: torch.Tensor,
+                     pointwise) -> tuple[torch.Tensor, torch.Tensor]:
+    """sLSTMCellTorch.slstm_forward (inputs x (steps, series, 4 H), states (4, series, H), recurrent kernel R (heads,
+    head_dim, 4 head_dim), bias b) with the same arithmetic, its recurrent product taken per head as one (heads,
+    series, head_dim) @ R. The publisher's broadcast product, (series, heads, 1, head_dim) @ R[None], copies R for
+    every series at every step, and autograd keeps each copy: at batch 32 (224 series) and d_model 512 that is 112
+    MiB a step, 64 steps of 12 blocks a patch, and a training step ran an H200's 140 GB out."""
+    heads, head_dim = R.shape[0], R.shape[1]
+    series = x.shape[1]
+    states = states.to(R.dtype).unbind(dim=0)
+    output = []
+    for step in x:
+        Ry = torch.bmm(states[0].view(series, heads, head_dim).transpose(0, 1), R)  # (heads, series, 4 head_dim)
+        Ry = Ry.view(heads, series, 4, head_dim).permute(1, 2, 0, 3).reshape(series, -1)  # the publisher's order
+        states = pointwise(step.float(), Ry.float(), b.float(), [s.float() for s in states])
+        states = [s.to(dtype=R.dtype) for s in states]
+        output.append(states[0])
+    return torch.stack(output), torch.stack(states)
 
 
 def architecture(configs) -> dict:

@@ -132,3 +132,46 @@ def test_under_autocast_the_slstm_keeps_its_own_precision(checkpoint, dtype):
     with torch.no_grad():
         outside = type(cell).__mro__[1].forward(cell, inputs, None)
     torch.testing.assert_close(inside, outside, rtol=0, atol=0)
+
+
+def test_the_recurrence_per_head_is_the_publishers_forward_and_backward():
+    """slstm_recurrence replaces the publisher's broadcast product (a copy of the recurrent kernel per series and
+    step, each kept by autograd) with one per head: the same states and input gradients, bit for bit in the cells'
+    bfloat16; the kernel's gradient, summed over the series in another order, within bfloat16's epsilon of its
+    largest entry."""
+    from tirex.models.slstm.cell import sLSTMCellTorch
+
+    from models.tirex import slstm_recurrence
+    torch.manual_seed(3)
+    steps, series, heads, head_dim = 7, 5, 3, 8
+    width = heads * head_dim
+
+    def run(forward):
+        x = torch.randn(steps, series, 4 * width).bfloat16().requires_grad_()
+        R = (0.3 * torch.randn(heads, head_dim, 4 * head_dim)).bfloat16().requires_grad_()
+        b = torch.randn(4 * width).requires_grad_()
+        states = torch.zeros(4, series, width, dtype=torch.bfloat16)
+        output, last = forward(x, states, R, b)
+        (output.float().square().sum() + last.float().sum()).backward()
+        return output, last, x.grad, R.grad, b.grad
+
+    torch.manual_seed(3)
+    publishers = run(sLSTMCellTorch.slstm_forward)
+    torch.manual_seed(3)
+    mine = run(lambda *a: slstm_recurrence(*a, pointwise=sLSTMCellTorch.slstm_forward_pointwise))
+    for a, b in zip(mine[:3] + mine[4:], publishers[:3] + publishers[4:]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    scale = publishers[3].abs().max().item()
+    torch.testing.assert_close(mine[3], publishers[3], rtol=0, atol=2 ** -7 * scale)  # bfloat16's epsilon
+
+
+def test_a_training_step_keeps_no_copy_of_the_recurrent_kernel_per_series(checkpoint):
+    """What autograd keeps for a backward through one forecast: the publisher's product kept heads x head_dim x 4
+    head_dim values for every series at every step (an H200 ran out at batch 32); now the kernel is kept once."""
+    model = ours(str(checkpoint), 48, 8)
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t.numel()) or t, lambda t: t):
+        model(torch.randn(64, 48, 1).cumsum(1))
+    cell = model.tirex.blocks[0].slstm_layer.slstm_cell
+    per_series_copy = cell._recurrent_kernel_.numel() * 64
+    assert max(kept) < per_series_copy, "a copy of the recurrent kernel for every series was kept"
