@@ -53,6 +53,7 @@ class Model(nn.Module):
     """
     capabilities = Capabilities(direct=True, covariate=False, multi_output=True)
     head_modules = ("tirex.output_patch_embedding",)
+    revision = 2  # 2: the recurrent kernel's gradient summed per head (slstm_recurrence): fine-tuning rounds otherwise
 
     @dataclass
     class Config:
