@@ -185,7 +185,7 @@ def slstm_recurrence(x: torch.Tensor, states: torch.Tensor, R: torch.Tensor, b: 
     states = states.to(R.dtype).unbind(dim=0)
     output = []
     for step in x:
-        Ry = torch.bmm(states[0].view(series, heads, head_dim).transpose(0, 1), R)  # (heads, series, 4 head_dim)
+        Ry = torch.bmm(states[0].reshape(series, heads, head_dim).transpose(0, 1), R)  # (heads, series, 4 head_dim)
         Ry = Ry.view(heads, series, 4, head_dim).permute(1, 2, 0, 3).reshape(series, -1)  # the publisher's order
         states = pointwise(step.float(), Ry.float(), b.float(), [s.float() for s in states])
         states = [s.to(dtype=R.dtype) for s in states]
