@@ -291,6 +291,12 @@ def _training_plan(args, identity: RunIdentity, checkpoint_dir: str) -> tuple:
         check_checkpoint(args.resume, recorded_identity(args.resume), identity.config, purpose="resume")
     if args.overwrite:
         return True, args.resume if explicit else None, True
+    results = os.path.join(args.results_dir, identity.setting)
+    if record is None and not unfinished and glob.glob(os.path.join(results, "*", "metrics.json")):
+        # a fresh start would clear or overwrite another run's results: one trained with other --checkpoints
+        raise ConfigError(f"{results} holds the tested results of this configuration, but {checkpoint_dir} does "
+                          "not hold its checkpoints: pass the --checkpoints it was trained with (--resume auto then "
+                          "tests it again), --overwrite trains it again, another --des keeps both")
     own_last = explicit and os.path.isfile(last) and os.path.samefile(args.resume, last)
     if args.resume == "auto" or own_last:
         if finished:

@@ -122,6 +122,24 @@ def test_a_finished_run_is_refused_retested_or_retrained_only_when_asked(tiny_ar
         assert len(list(csv.DictReader(f))) == 1, "one row per run and test, replaced when tested again"
 
 
+def test_a_tested_run_is_never_cleared_by_the_same_configuration_under_other_checkpoints(tiny_args, tmp_path):
+    """The same command with another --checkpoints folder (a sweep pointed elsewhere) found no checkpoint, started
+    clean and removed the finished run's results. It is refused in one line, and the results stay."""
+    flags = tiny_args + DLINEAR
+    first = run.main(flags)[0]["metrics"]
+    metrics = tmp_path / "results" / first["setting"] / "tp16" / "metrics.json"
+    history = (tmp_path / "results" / first["setting"] / "history.csv").read_text()
+    elsewhere = [*flags, "--checkpoints", str(tmp_path / "other")]
+    for extra in ([], ["--resume", "auto"]):
+        with pytest.raises(ConfigError, match="holds the tested results of this configuration, but .*other.* does "
+                                              "not hold its checkpoints: pass the --checkpoints it was trained with"):
+            run.main(elsewhere + extra)
+    assert json.load(open(metrics))["mse"] == first["mse"]
+    assert (tmp_path / "results" / first["setting"] / "history.csv").read_text() == history
+    retrained = run.main(elsewhere + ["--overwrite"])[0]["metrics"]
+    assert retrained["mse"] == first["mse"], "same seed, same run"
+
+
 class _InterruptAt:
     """Exp callback: Ctrl-C at the given (epoch, step) of the n-th repetition that reaches it."""
 

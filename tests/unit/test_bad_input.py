@@ -90,6 +90,11 @@ def _finished(tmp_path, flags):
     return ["--train_epochs", "1"]
 
 
+def _results_without_checkpoints(tmp_path, flags):
+    run.main(flags + ["--train_epochs", "1"])
+    return ["--train_epochs", "1", "--checkpoints", str(tmp_path / "other_checkpoints")]
+
+
 def _unfinished(tmp_path, flags):
     class CtrlC:
         def on_train_step(self, epoch, step, loss):
@@ -209,6 +214,8 @@ CASES = {
     "checkpoint of other data": (_other_data, "it was trained with other flags: file: tiny.csv -> other.csv"),
     "finished run trained again": (_finished, "this run has already finished"),
     "unfinished run": (_unfinished, "an unfinished run of this configuration"),
+    "results without their checkpoints": (_results_without_checkpoints,
+                                          "does not hold its checkpoints: pass the --checkpoints it was trained with"),
     "checkpoint that would run code": (_unsafe_checkpoint, "refusing to load"),
     "--resume path missing": (lambda p, f: ["--resume", str(p / "nope.pth")], "no such checkpoint"),
     "corpus without series files": (lambda p, f: ["--data", "corpus", "--root_path", str(p)], "no series files"),
