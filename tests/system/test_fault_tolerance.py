@@ -61,16 +61,22 @@ def _same_metrics(a, b, rel=1e-6):
 
 
 # ---- resume ---------------------------------------------------------------------------------------
+def _folders(tmp_path, name: str) -> list:
+    """A run's own --checkpoints and --results_dir: the same configuration trained twice for a comparison is two
+    runs, and its results are never shared with one whose checkpoints are elsewhere."""
+    return ["--checkpoints", str(tmp_path / name), "--results_dir", str(tmp_path / f"{name}_results")]
+
+
 def test_resume_auto_continues_an_interrupted_run_exactly(tiny_args, tmp_path):
     """Stopped at the first step of epoch 3, the run continues from epoch 2's checkpoint. Dropout stays on:
     equality needs the random states restored too."""
     args = tiny_args + ["--lradj", "type1", "--resume", "auto", "--train_epochs", "4"]
-    whole = run.main(args + ["--checkpoints", str(tmp_path / "a")])[0]
+    whole = run.main(args + _folders(tmp_path, "a"))[0]
     with pytest.raises(_Stop):
-        run.main(args + ["--checkpoints", str(tmp_path / "b")], callbacks=[_StopAt(3, 1)])
+        run.main(args + _folders(tmp_path, "b"), callbacks=[_StopAt(3, 1)])
     (last,) = (tmp_path / "b").glob("*/last.pth")
     assert len(checkpoint.load(str(last), torch.device("cpu"))["history"]) == 2
-    resumed = run.main(args + ["--checkpoints", str(tmp_path / "b")])[0]
+    resumed = run.main(args + _folders(tmp_path, "b"))[0]
     assert [h["epoch"] for h in resumed["history"]] == [1, 2, 3, 4]
     assert [h["vali_loss"] for h in resumed["history"]] == [h["vali_loss"] for h in whole["history"]]
     _same_metrics(resumed["metrics"], whole["metrics"], rel=1e-9)
@@ -101,13 +107,13 @@ def test_a_run_by_steps_resumes_in_the_middle_of_an_epoch_and_of_a_row_exactly(t
     every history row and the test equal an uninterrupted run's bit for bit (dropout on)."""
     args = tiny_args + ["--train_steps", "30", "--val_every", "10", "--save_every", "4", "--lradj", "warmup_cosine",
                         "--val_windows", "20", "--resume", "auto"]
-    whole = run.main(args + ["--checkpoints", str(tmp_path / "a")])[0]
+    whole = run.main(args + _folders(tmp_path, "a"))[0]
     with pytest.raises(_Stop):
-        run.main(args + ["--checkpoints", str(tmp_path / "b")], callbacks=[_StopAt(2, 3)])
+        run.main(args + _folders(tmp_path, "b"), callbacks=[_StopAt(2, 3)])
     (last,) = (tmp_path / "b").glob("*/last.pth")
     state = checkpoint.load(str(last), torch.device("cpu"))
     assert state["step"] == 24 and len(state["history"]) == 2 and len(state["row_so_far"][0]) == 4
-    resumed = run.main(args + ["--checkpoints", str(tmp_path / "b")])[0]
+    resumed = run.main(args + _folders(tmp_path, "b"))[0]
     assert [h["step"] for h in whole["history"]] == [10, 20, 30]
     assert [h["epoch"] for h in whole["history"]] == [round(s / 22, 4) for s in (10, 20, 30)]
     drop = ("train_seconds", "eval_seconds")
@@ -147,7 +153,7 @@ def test_a_killed_worker_is_restarted_by_torchrun_and_resumes(tiny_args, tmp_pat
     assert "resumed from" in stderr and "1 rows and 7 micro-batches done, step 15" in stderr
     ranks = [json.loads((out / f"rank{r}.json").read_text())[0] for r in range(2)]
     assert [r["restarts"] for r in ranks] == [1, 1], "one restart of the whole group"
-    _, whole = forked_ranks(args + ["--checkpoints", str(tmp_path / "w")], tmp_path / "whole")
+    _, whole = forked_ranks(args + _folders(tmp_path, "w"), tmp_path / "whole")
     assert [h["step"] for h in ranks[0]["history"]] == [8, 16, 24]
     assert [h["train_loss"] for h in ranks[0]["history"]] == [h["train_loss"] for h in whole[0][0]["history"]]
     _same_metrics(ranks[0]["metrics"], whole[0][0]["metrics"], rel=0)
