@@ -91,8 +91,7 @@ def _finished(tmp_path, flags):
 
 
 def _results_without_checkpoints(tmp_path, flags):
-    run.main(flags + ["--train_epochs", "1"])
-    return ["--train_epochs", "1", "--checkpoints", str(tmp_path / "other_checkpoints")]
+    return _finished(tmp_path, flags) + ["--checkpoints", str(tmp_path / "other_checkpoints")]
 
 
 def _unfinished(tmp_path, flags):
