@@ -25,7 +25,7 @@ from utils.errors import TrainingError
 from utils.log import GROUP, NoProgress, progress_bar
 from utils.memory import peak_rss_mb
 from utils.schedules import ScheduleContext, build_scheduler, world_factor
-from utils.timing import RegionTimer
+from utils.timing import NoTimer, RegionTimer
 
 log = logging.getLogger(__name__)
 group_log = logging.getLogger(GROUP)
@@ -113,7 +113,8 @@ class Trainer:
         self.record = (lambda **status: write_record(plan.checkpoint_dir, plan.identity, **status)) \
             if env.is_main else (lambda **status: None)
         self.progress = progress_bar if env.is_main else NoProgress
-        self.forward_timer = RegionTimer(env.device)  # a rank's own compute, before the gradient all-reduce
+        # a rank's own compute, before the gradient all-reduce: what names a straggler, where there are ranks
+        self.forward_timer = RegionTimer(env.device) if env.world_size > 1 else NoTimer()
         self.rows_resumed = 0  # history rows a resumed run found in its checkpoint: trained by an earlier process
         self.summary = {}
 

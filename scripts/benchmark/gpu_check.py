@@ -83,7 +83,8 @@ FSDP = {"plain": ("timer_xl", []), "fsdp": ("timer_xl", ["--fsdp"]),
         "patchtst_fsdp": ("patchtst", ["--fsdp"]), "patchtst_fsdp_offload": ("patchtst", ["--fsdp", "--cpu_offload"])}
 PATCHTST_SMALL = ["--seq_len", "96", "--output_token_len", "96", "--nonautoregressive", "--d_model", "64", "--d_ff",
                   "128", "--e_layers", "2", "--n_heads", "4", "--patch_len", "16", "--stride", "8"]
-SYNC_STEPS = 60  # throughput: the steps over which our loop's synchronisations are counted
+SYNC_STEPS = 60  # throughput: the steps over which our loop's synchronisations and host time are counted
+HOST_EXTRA_TOP = 8  # throughput: the operations listed where our loop spends more host time than the limit
 SUBPROCESS_SECONDS = 300  # a run.py or TSLib process that takes longer is stopped: a hang must not eat the lease
 TINY = {"throughput": ["--d_model", "16", "--d_ff", "32", "--e_layers", "1", "--d_layers", "1", "--n_heads", "2",
                        "--seq_len", "96", "--input_token_len", "48"],
@@ -353,6 +354,26 @@ def syncs_per_step(exp, steps: int) -> float:
     return sum("synchroniz" in str(w.message) for w in caught) / (steps + throughput.WARMUP_STEPS)  # its warm-up too
 
 
+def host_self_us(fn, device: torch.device, steps: int) -> collections.Counter:
+    """The host's own time per step in each operation of fn (on a GPU the CUDA runtime's calls too: launches,
+    event records, copies), microseconds: where an overhead-bound step's time goes."""
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA]
+                                                          if device.type == "cuda" else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        fn()
+    return collections.Counter({e.key: e.self_cpu_time_total / steps for e in prof.key_averages()})
+
+
+def host_extra_us(exp, steps: int, top: int = HOST_EXTRA_TOP) -> dict:
+    """The operations on which our loop spends the most more host time per step than the model-only limit (each
+    measurement's warm-up and set-up counted in both), microseconds, largest first."""
+    n_steps = steps + throughput.WARMUP_STEPS
+    ours = host_self_us(lambda: throughput.ours(exp, steps), exp.env.device, n_steps)
+    limit = host_self_us(lambda: throughput.model_only(exp, steps), exp.env.device, n_steps)
+    ours.subtract(limit)
+    return {key: round(us, 1) for key, us in ours.most_common(top) if us > 0}
+
+
 def measure_throughput(name: str, a, data_root: str) -> dict:
     device = torch.device(a.device)
     row = {"model": name}
@@ -364,8 +385,13 @@ def measure_throughput(name: str, a, data_root: str) -> dict:
         rounds = throughput.rounds_of(a.rounds, lambda: throughput.ours(exp, a.throughput_steps)[0],
                                       lambda: throughput.model_only(exp, n_steps))
         ours_s, limit_s = throughput.minima(rounds)
+        # the ratio of the fastest rounds (the goal's), and the median of each round's own ratio with its 95%
+        # interval: how far a host's slow spells move it
         row.update(windows=windows, ours_windows_s=windows / ours_s, limit_windows_s=windows / limit_s,
-                   ours_over_limit=ours_s / limit_s, peak_gpu_mb=peak_gpu_mb(device))
+                   ours_over_limit=ours_s / limit_s, ours_over_limit_median=throughput.median_ratio(rounds, 0, 1),
+                   ours_over_limit_interval=[float(r) for r in throughput.median_ratio_interval(rounds, 0, 1)],
+                   peak_gpu_mb=peak_gpu_mb(device))
+        row["host_extra_us"] = host_extra_us(exp, a.throughput_steps or SYNC_STEPS)
         if device.type == "cuda":
             row["syncs_per_step"] = syncs_per_step(exp, a.throughput_steps or SYNC_STEPS)
         if a.tslib and name in TSLIB_NAMES:
@@ -537,8 +563,13 @@ def markdown(machine: dict, rows: dict, planned: dict | None = None) -> str:
     if rows["throughput"]:
         lines += ["## Training throughput (windows/s)", ""]
         lines += table(rows["throughput"], ["model", "ours_windows_s", "limit_windows_s", "ours_over_limit",
-                                            "tslib_windows_s", "ours_over_tslib", "syncs_per_step", "peak_gpu_mb",
-                                            "seconds", "status", *by]) + [""]
+                                            "ours_over_limit_median", "tslib_windows_s", "ours_over_tslib",
+                                            "syncs_per_step", "peak_gpu_mb", "seconds", "status", *by]) + [""]
+        extra = [row for row in rows["throughput"] if row.get("host_extra_us")]
+        if extra:
+            lines += ["Host time our loop adds per step, by operation (µs, ours minus the limit):", ""]
+            lines += [f"- {row['model']}: " + ", ".join(f"{op} {us:g}" for op, us in row["host_extra_us"].items())
+                      for row in extra] + [""]
     if rows["fsdp"]:
         lines += ["## FSDP, one rank", ""]
         lines += table(rows["fsdp"], ["configuration", "model", "parameters", "peak_gpu_mb", "state_on_gpu_mb",

@@ -108,6 +108,9 @@ def test_the_gpu_check_runs_every_part_on_the_cpu_and_writes_its_json_and_table(
     speed = {r["model"]: r for r in found["throughput"]}
     assert set(speed) == {"dlinear", "patchtst", "itransformer", "timer_xl", "autoformer"}
     assert all(r["status"] == "ok" and r["ours_windows_s"] > 0 and r["limit_windows_s"] > 0 for r in speed.values())
+    for r in speed.values():
+        low, high = r["ours_over_limit_interval"]
+        assert low <= r["ours_over_limit_median"] <= high and isinstance(r["host_extra_us"], dict)
     windows = 8449  # ETTh1's training windows at lookback 96 and horizon 96
     assert speed["dlinear"]["tslib_windows_s"] == pytest.approx(windows / 2.0)
     assert "tslib_windows_s" not in speed["timer_xl"], "TSLib has no Timer-XL"
@@ -123,6 +126,7 @@ def test_the_gpu_check_runs_every_part_on_the_cpu_and_writes_its_json_and_table(
     assert sorted(os.listdir(tmp_path / "out")) == ["gpu_check.json", "gpu_check.md"], "the runs go elsewhere"
     table = (tmp_path / "out" / "gpu_check.md").read_text()
     assert "commit abc1234" in table and "| dlinear | compile |" in table and "## Goals" in table
+    assert "Host time our loop adds per step" in table
     # the rest of a cut-off run: the rows kept, only what is missing run
     again = subprocess.run([sys.executable, "-m", "scripts.benchmark.gpu_check", "--out", str(tmp_path / "out"),
                             "--device", "cpu", "--tiny", "--parts", "models", "--models", "dlinear,nlinear",

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from scripts.benchmark import gpu_check
+from scripts.benchmark import gpu_check, throughput
 
 
 def test_tslibs_command_trains_two_epochs_with_our_throughput_settings():
@@ -144,3 +144,23 @@ def test_each_model_trains_at_its_etth1_scripts_size_and_one_without_a_script_at
     tiny = gpu_check.model_run_flags("timesnet", gpu_check.parse(["--out", str(tmp_path), "--device", "cpu",
                                                                   "--tiny"]), "/data", str(tmp_path))
     assert tiny[tiny.index("--top_k") + 1] == "2", "--tiny: the contract test's sizes"
+
+
+def test_the_host_time_our_loop_adds_is_ours_minus_the_limit_by_operation(monkeypatch):
+    from types import SimpleNamespace
+    small, large = torch.randn(16, 16), torch.randn(512, 512)
+
+    def limit(exp, steps):  # the work both do
+        for _ in range(steps + throughput.WARMUP_STEPS):
+            small @ small
+
+    def ours(exp, steps):
+        for _ in range(steps + throughput.WARMUP_STEPS):
+            small @ small
+            large.exp()
+
+    monkeypatch.setattr(throughput, "ours", ours)
+    monkeypatch.setattr(throughput, "model_only", limit)
+    extra = gpu_check.host_extra_us(SimpleNamespace(env=SimpleNamespace(device=torch.device("cpu"))), 5)
+    assert next(iter(extra)) == "aten::exp" and extra["aten::exp"] > 0
+    assert len(extra) <= gpu_check.HOST_EXTRA_TOP and all(us > 0 for us in extra.values())

@@ -47,26 +47,39 @@ def test_atomic_save_and_safe_load(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["c.pth"]
 
 
-def test_optimizer_skips_frozen_parameters(tmp_path):
+def _toy_experiment(tmp_path, model: nn.Module):
     from data_provider.factory import DataBundle
     from exp.experiment import Experiment
     from exp.identity import RunIdentity, RunPlan
     from utils.dist import DistEnv
-
-    class Frozen(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.backbone, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
-            self.backbone.requires_grad_(False)
 
     data = torch.randn(60, 1)
     ds = WindowDataset(data, None, 0, 60, 4, direct_offsets(4, 2))
     bundle = DataBundle("toy", {"train": ds, "val": ds, "test": ds}, 1, 0, ["a"], None, "toy.csv", "0-0")
     env = DistEnv(0, 0, 1, torch.device("cpu"), "gloo", False)
     plan = RunPlan(RunIdentity("toy", "0", 0, {}), str(tmp_path), str(tmp_path), "tp24", True, None, False, "")
-    exp = Experiment(_args(results_dir=str(tmp_path)), env, bundle, Frozen(), plan)
+    return Experiment(_args(results_dir=str(tmp_path)), env, bundle, model, plan)
+
+
+def test_optimizer_skips_frozen_parameters(tmp_path):
+    class Frozen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            self.backbone.requires_grad_(False)
+
+    exp = _toy_experiment(tmp_path, Frozen())
     params = exp.trainer.state.optimizer.param_groups[0]["params"]
     assert len(params) == 2 and all(p.requires_grad for p in params)
+
+
+def test_a_single_process_times_no_forward(tmp_path):
+    """The forward timer names stragglers among ranks (tests/system/test_ddp.py); one process has none, and on a GPU
+    the timer's two CUDA events a step would be host time an overhead-bound step waits on."""
+    from utils.timing import NoTimer
+
+    exp = _toy_experiment(tmp_path, nn.Linear(4, 2))
+    assert isinstance(exp.trainer.forward_timer, NoTimer) and exp.trainer.forward_timer.total() == 0.0
 
 
 def test_a_checkpoint_write_that_fails_mid_file_surfaces_as_the_os_error():
